@@ -1,0 +1,91 @@
+package notify
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"time"
+)
+
+// DeliveryStatus is the lifecycle of one delivery.
+type DeliveryStatus string
+
+const (
+	DeliveryPending DeliveryStatus = "PENDING" // waiting to be sent (first time or after a retryable failure)
+	DeliverySending DeliveryStatus = "SENDING" // claimed by a sender until LeaseUntil
+	DeliverySent    DeliveryStatus = "SENT"
+	DeliveryFailed  DeliveryStatus = "FAILED"
+	DeliverySkipped DeliveryStatus = "SKIPPED"
+)
+
+// Terminal reports whether s is an end state.
+func (s DeliveryStatus) Terminal() bool {
+	return s == DeliverySent || s == DeliveryFailed || s == DeliverySkipped
+}
+
+// Reasons recorded on SKIPPED and FAILED deliveries.
+const (
+	ReasonOptedOut         = "opted_out"
+	ReasonNoConsent        = "no_marketing_consent"
+	ReasonQuietHours       = "quiet_hours"
+	ReasonSuppressed       = "suppressed"
+	ReasonNoAddress        = "no_address"
+	ReasonUnregistered     = "unregistered" // dead token
+	ReasonBounced          = "bounced"
+	ReasonRejected         = "rejected" // provider refused (invalid number, bad payload…)
+	ReasonRetriesExhausted = "retries_exhausted"
+	ReasonCanceled         = "canceled"
+)
+
+// Delivery is one notification × recipient × channel × address.
+type Delivery struct {
+	ID             string   `json:"id"`
+	NotificationID string   `json:"notification_id"`
+	UserID         string   `json:"user_id,omitempty"`
+	Channel        Channel  `json:"channel"`
+	Provider       Provider `json:"provider"`
+	App            string   `json:"app,omitempty"`
+	// Address is the raw token, email or phone. It travels in queue messages to the sender;
+	// stores persist only AddressMasked.
+	Address           string         `json:"-"`
+	AddressMasked     string         `json:"address"`
+	Status            DeliveryStatus `json:"status"`
+	Reason            string         `json:"reason,omitempty"`
+	Detail            string         `json:"detail,omitempty"`
+	Attempts          int            `json:"attempts"`
+	ProviderMessageID string         `json:"provider_message_id,omitempty"`
+	LeaseUntil        time.Time      `json:"-"`
+	UpdatedAt         time.Time      `json:"updated_at"`
+}
+
+// DeliveryID is deterministic, so a redelivered prepare step creates the same deliveries and the
+// store's create-if-absent makes it idempotent.
+func DeliveryID(notificationID string, c Channel, address string) string {
+	h := sha256.Sum256([]byte(notificationID + "\x00" + string(c) + "\x00" + address))
+	return "d_" + hex.EncodeToString(h[:12])
+}
+
+// AddressKey is the stable, non-reversible key stores use for an address (suppression lookups).
+func AddressKey(c Channel, address string) string {
+	h := sha256.Sum256([]byte(string(c) + "\x00" + NormalizeAddress(c, address)))
+	return hex.EncodeToString(h[:16])
+}
+
+// NormalizeAddress lower-cases emails and trims spaces, so "A@x.com " and "a@x.com" match.
+func NormalizeAddress(c Channel, address string) string {
+	a := strings.TrimSpace(address)
+	if c == ChannelEmail {
+		a = strings.ToLower(a)
+	}
+	return a
+}
+
+// DeliveryUpdate is a sender's verdict on one claimed delivery.
+type DeliveryUpdate struct {
+	ID                string
+	Status            DeliveryStatus // SENT, FAILED, SKIPPED; or PENDING to release for a retry
+	Reason            string
+	Detail            string
+	ProviderMessageID string
+	At                time.Time
+}

@@ -1,0 +1,238 @@
+package notify
+
+import (
+	"time"
+)
+
+// Channel is a way of reaching a person.
+type Channel string
+
+const (
+	ChannelPush  Channel = "push"  // FCM or APNs, per device
+	ChannelEmail Channel = "email" // SES
+	ChannelSMS   Channel = "sms"   // Twilio
+	ChannelInbox Channel = "inbox" // the user's in-app inbox
+)
+
+// Channels lists every channel Herald accepts, in a stable order.
+var Channels = []Channel{ChannelPush, ChannelEmail, ChannelSMS, ChannelInbox}
+
+// Valid reports whether c is a known channel.
+func (c Channel) Valid() bool {
+	for _, k := range Channels {
+		if c == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Category decides which rules apply: marketing needs consent and respects quiet hours.
+type Category string
+
+const (
+	CategoryTransactional Category = "transactional"
+	CategoryMarketing     Category = "marketing"
+)
+
+// Priority maps to provider priorities (FCM android priority, apns-priority 10/5).
+type Priority string
+
+const (
+	PriorityHigh   Priority = "high"
+	PriorityNormal Priority = "normal"
+)
+
+// Lane separates real-time traffic from bulk traffic; each stage has one queue per lane.
+type Lane string
+
+const (
+	LaneRealtime Lane = "realtime"
+	LaneBulk     Lane = "bulk"
+)
+
+// NotificationStatus is the lifecycle of a notification as a whole.
+type NotificationStatus string
+
+const (
+	StatusAccepted      NotificationStatus = "ACCEPTED"
+	StatusScheduled     NotificationStatus = "SCHEDULED"
+	StatusProcessing    NotificationStatus = "PROCESSING"
+	StatusSent          NotificationStatus = "SENT"
+	StatusPartiallySent NotificationStatus = "PARTIALLY_SENT"
+	StatusFailed        NotificationStatus = "FAILED"
+	StatusCanceled      NotificationStatus = "CANCELED"
+)
+
+// Final reports whether s is an end state.
+func (s NotificationStatus) Final() bool {
+	switch s {
+	case StatusSent, StatusPartiallySent, StatusFailed, StatusCanceled:
+		return true
+	}
+	return false
+}
+
+// Content is what a person sees on one channel. Title is the email subject.
+type Content struct {
+	Title    string            `json:"title,omitempty"`
+	Body     string            `json:"body,omitempty"`
+	HTML     string            `json:"html,omitempty"` // email only
+	Data     map[string]string `json:"data,omitempty"` // push data payload / inbox extras
+	Link     string            `json:"link,omitempty"` // deep link or URL opened on tap/click
+	ImageURL string            `json:"image_url,omitempty"`
+}
+
+// merge returns c with every non-empty field of o laid over it.
+func (c Content) merge(o Content) Content {
+	if o.Title != "" {
+		c.Title = o.Title
+	}
+	if o.Body != "" {
+		c.Body = o.Body
+	}
+	if o.HTML != "" {
+		c.HTML = o.HTML
+	}
+	if o.Link != "" {
+		c.Link = o.Link
+	}
+	if o.ImageURL != "" {
+		c.ImageURL = o.ImageURL
+	}
+	if len(o.Data) > 0 {
+		d := make(map[string]string, len(c.Data)+len(o.Data))
+		for k, v := range c.Data {
+			d[k] = v
+		}
+		for k, v := range o.Data {
+			d[k] = v
+		}
+		c.Data = d
+	}
+	return c
+}
+
+// Recipient is one addressee: a user id (resolved through devices, contacts and preferences)
+// or exactly one direct address.
+type Recipient struct {
+	UserID    string `json:"user_id,omitempty"`
+	Email     string `json:"email,omitempty"`
+	Phone     string `json:"phone,omitempty"`
+	FCMToken  string `json:"fcm_token,omitempty"`
+	APNsToken string `json:"apns_token,omitempty"`
+	App       string `json:"app,omitempty"` // provider app for a direct token; default "default"
+}
+
+// Notification is one request to tell some people something. It is immutable once accepted,
+// apart from Status, Stats and the schedule.
+type Notification struct {
+	ID             string              `json:"id"`
+	Service        string              `json:"service"`
+	IdempotencyKey string              `json:"idempotency_key,omitempty"`
+	Category       Category            `json:"category"`
+	Channels       []Channel           `json:"channels"`
+	Content        Content             `json:"content"`
+	ChannelContent map[Channel]Content `json:"channel_content,omitempty"`
+	Localized      map[string]Content  `json:"localized,omitempty"` // by locale, e.g. "ko"
+	Locale         string              `json:"locale,omitempty"`    // default locale
+	Recipients     []Recipient         `json:"recipients"`
+	CollapseID     string              `json:"collapse_id,omitempty"` // default: the notification id
+	Priority       Priority            `json:"priority,omitempty"`
+	TTL            time.Duration       `json:"ttl,omitempty"` // how long a provider may hold it; inbox expiry
+	SendAt         *time.Time          `json:"send_at,omitempty"`
+	Lane           Lane                `json:"lane,omitempty"`
+	Status         NotificationStatus  `json:"status"`
+	Stats          Stats               `json:"stats"`
+	CreatedAt      time.Time           `json:"created_at"`
+	UpdatedAt      time.Time           `json:"updated_at"`
+}
+
+// EffectiveCollapseID is the id providers use to replace rather than duplicate a message: a
+// resend after a crash replaces the first copy on the device.
+func (n *Notification) EffectiveCollapseID() string {
+	if n.CollapseID != "" {
+		return n.CollapseID
+	}
+	return n.ID
+}
+
+// HasChannel reports whether n asks for channel c.
+func (n *Notification) HasChannel(c Channel) bool {
+	for _, k := range n.Channels {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}
+
+// ContentFor resolves what is shown on channel c for a recipient in locale: the base content,
+// then the channel's override, then the locale's override.
+func (n *Notification) ContentFor(c Channel, locale string) Content {
+	out := n.Content
+	if cc, ok := n.ChannelContent[c]; ok {
+		out = out.merge(cc)
+	}
+	if locale == "" {
+		locale = n.Locale
+	}
+	if lc, ok := n.Localized[locale]; ok {
+		out = out.merge(lc)
+	} else if len(locale) > 2 {
+		if lc, ok := n.Localized[locale[:2]]; ok {
+			out = out.merge(lc)
+		}
+	}
+	return out
+}
+
+// Stats are a notification's aggregates, kept by the Store atomically with delivery transitions.
+type Stats struct {
+	ChunksTotal    int                      `json:"chunks_total"`
+	ChunksPrepared int                      `json:"chunks_prepared"`
+	Channels       map[Channel]ChannelStats `json:"channels,omitempty"`
+}
+
+// ChannelStats counts deliveries of one channel by outcome.
+type ChannelStats struct {
+	Total   int `json:"total"`
+	Sent    int `json:"sent"`
+	Failed  int `json:"failed"`
+	Skipped int `json:"skipped"`
+}
+
+// Done is how many deliveries reached an end state.
+func (c ChannelStats) Done() int { return c.Sent + c.Failed + c.Skipped }
+
+// Sum adds up all channels.
+func (s Stats) Sum() ChannelStats {
+	var t ChannelStats
+	for _, c := range s.Channels {
+		t.Total += c.Total
+		t.Sent += c.Sent
+		t.Failed += c.Failed
+		t.Skipped += c.Skipped
+	}
+	return t
+}
+
+// Complete reports whether every chunk is prepared and every delivery is in an end state.
+func (s Stats) Complete() bool {
+	t := s.Sum()
+	return s.ChunksPrepared >= s.ChunksTotal && t.Done() >= t.Total
+}
+
+// FinalStatus is the end state that complete stats imply: SENT when something was sent and
+// nothing failed, PARTIALLY_SENT when some sent and some failed, FAILED when nothing was sent.
+func (s Stats) FinalStatus() NotificationStatus {
+	t := s.Sum()
+	switch {
+	case t.Sent > 0 && t.Failed == 0:
+		return StatusSent
+	case t.Sent > 0:
+		return StatusPartiallySent
+	default:
+		return StatusFailed
+	}
+}

@@ -1,0 +1,224 @@
+package notify
+
+import (
+	"context"
+	"time"
+)
+
+// Store is everything Herald persists. Every adapter (SQLite locally, DynamoDB in AWS) passes
+// the conformance suite in internal/notify/storetest.
+type Store interface {
+	NotificationStore
+	DeliveryStore
+	UserStore
+	SuppressionStore
+	InboxStore
+}
+
+// NotificationStore keeps notifications and their aggregates.
+type NotificationStore interface {
+	// CreateNotification stores n with n.Status unless a notification with the same
+	// (Service, IdempotencyKey) or the same ID exists; then it returns the stored one and
+	// created=false. An empty IdempotencyKey never dedupes.
+	CreateNotification(ctx context.Context, n *Notification) (stored *Notification, created bool, err error)
+	// GetNotification returns ENOTFOUND if id is unknown.
+	GetNotification(ctx context.Context, id string) (*Notification, error)
+	// SetNotificationStatus moves id to status `to` if its current status is one of from (any
+	// status when from is empty). ECONFLICT if the current status is not in from; ENOTFOUND.
+	SetNotificationStatus(ctx context.Context, id string, to NotificationStatus, from ...NotificationStatus) error
+	// SetChunksTotal records how many prepare chunks the notification was split into. It is
+	// idempotent: setting the same value again is a no-op.
+	SetChunksTotal(ctx context.Context, id string, chunks int) error
+}
+
+// DeliveryStore keeps per-delivery state and the notification counters derived from it. Counter
+// changes happen atomically with the delivery transitions that cause them, so a redelivered
+// message never counts twice.
+type DeliveryStore interface {
+	// CreateDeliveries inserts each delivery whose ID does not exist yet, adds the inserted ones to
+	// the notification's Stats (Total, and Sent/Failed/Skipped for those created terminal), and
+	// marks prepare chunk `chunk` of the notification as prepared — all as one step; a chunk
+	// already marked changes nothing. It returns the IDs among ds that are PENDING now (new or
+	// left from an earlier attempt), i.e. the ones still to be sent.
+	CreateDeliveries(ctx context.Context, notificationID string, chunk int, ds []Delivery) (pending []string, err error)
+	// ClaimDeliveries moves each listed delivery that is PENDING, or SENDING with LeaseUntil
+	// before now, to SENDING with LeaseUntil = leaseUntil and Attempts+1, and returns the claimed
+	// deliveries. Deliveries that are terminal or leased by someone else are left out, not errors.
+	ClaimDeliveries(ctx context.Context, ids []string, now, leaseUntil time.Time) ([]Delivery, error)
+	// CompleteDeliveries applies senders' verdicts to deliveries that are SENDING. A terminal
+	// verdict adds to the notification's Stats atomically; PENDING releases for a retry. Updates
+	// for deliveries not in SENDING are ignored. Returns how many were applied.
+	CompleteDeliveries(ctx context.Context, notificationID string, updates []DeliveryUpdate) (int, error)
+	// ListDeliveries pages a notification's deliveries in ID order; cursor "" starts, next ""
+	// means the end.
+	ListDeliveries(ctx context.Context, notificationID, cursor string, limit int) (ds []Delivery, next string, err error)
+}
+
+// UserStore keeps devices, contacts and preferences.
+type UserStore interface {
+	// PutDevice creates or replaces the device (UserID, Token); a token registered to another
+	// user moves to this one.
+	PutDevice(ctx context.Context, d Device) error
+	// DeleteDevice removes the user's device; ENOTFOUND if it is not registered to user.
+	DeleteDevice(ctx context.Context, userID, token string) error
+	// RemoveDeadDevice deletes the device with token unless it was registered again after
+	// seenBefore (a fresh registration wins over an old failure). Reports whether it deleted.
+	RemoveDeadDevice(ctx context.Context, token string, seenBefore time.Time) (bool, error)
+	// ListDevices returns the devices of each user that has any.
+	ListDevices(ctx context.Context, userIDs []string) (map[string][]Device, error)
+	// PutContact creates or replaces a user's contact; stores encrypt it at rest.
+	PutContact(ctx context.Context, c Contact) error
+	// GetContacts returns the contact of each user that has one.
+	GetContacts(ctx context.Context, userIDs []string) (map[string]Contact, error)
+	// PutPreferences creates or replaces a user's preferences.
+	PutPreferences(ctx context.Context, p Preferences) error
+	// GetPreferences returns the stored preferences of each user that has them.
+	GetPreferences(ctx context.Context, userIDs []string) (map[string]Preferences, error)
+}
+
+// SuppressionStore keeps addresses Herald must not send to.
+type SuppressionStore interface {
+	// Suppress adds or refreshes a suppression (idempotent).
+	Suppress(ctx context.Context, s Suppression) error
+	// Suppressed returns the suppressions among the given address keys.
+	Suppressed(ctx context.Context, addressKeys []string) (map[string]Suppression, error)
+}
+
+// InboxStore keeps users' in-app inboxes. Expired items are invisible to every read.
+type InboxStore interface {
+	// PutInboxItems stores items; an existing (UserID, ID) is left as it is (idempotent).
+	PutInboxItems(ctx context.Context, items []InboxItem) error
+	// ListInbox returns a user's items newest first; cursor "" starts, next "" means the end.
+	ListInbox(ctx context.Context, userID, cursor string, limit int, now time.Time) (items []InboxItem, next string, err error)
+	// UnreadCount counts unexpired unread items.
+	UnreadCount(ctx context.Context, userID string, now time.Time) (int, error)
+	// MarkRead marks one item read (idempotent); ENOTFOUND if the user has no such item.
+	MarkRead(ctx context.Context, userID, id string, at time.Time) error
+	// MarkAllRead marks every unread item read and returns how many changed.
+	MarkAllRead(ctx context.Context, userID string, at time.Time) (int, error)
+	// DeleteInboxItem removes one item; ENOTFOUND if the user has no such item.
+	DeleteInboxItem(ctx context.Context, userID, id string) error
+}
+
+// OutMessage is a message to enqueue.
+type OutMessage struct {
+	Body       []byte
+	Delay      time.Duration     // invisible until now+Delay (≤ 15 min, as SQS)
+	GroupID    string            // fair-queue tenant key: the service
+	Attributes map[string]string // small string metadata (e.g. "kind")
+}
+
+// Message is a received message.
+type Message struct {
+	ID            string
+	ReceiptHandle string // valid until the message is received again
+	Body          []byte
+	ReceiveCount  int
+	GroupID       string
+	Attributes    map[string]string
+	SentAt        time.Time
+}
+
+// QueueStats are approximate counts, as SQS reports them.
+type QueueStats struct {
+	Visible  int `json:"visible"`
+	InFlight int `json:"in_flight"`
+	Delayed  int `json:"delayed"`
+}
+
+// Producer enqueues messages. It is all a stage needs of a queue.
+type Producer interface {
+	// Send enqueues msgs on queue, all or an error naming what failed; ENOTFOUND for an unknown
+	// queue, ETOOLARGE for a body over the limit.
+	Send(ctx context.Context, queue string, msgs ...OutMessage) error
+}
+
+// Queue is a durable queue with SQS semantics: at-least-once, visibility timeout, receive
+// count, per-message delay, and a dead-letter queue after MaxReceiveCount receives. Adapters pass
+// internal/notify/queuetest.
+type Queue interface {
+	Producer
+	// Receive returns up to max (≤ 10) visible messages, making them invisible for visibility
+	// and incrementing their receive count; a message received more than its queue's
+	// MaxReceiveCount times moves to the DLQ instead. It waits up to wait for one to appear.
+	Receive(ctx context.Context, queue string, max int, visibility, wait time.Duration) ([]Message, error)
+	// Delete removes a received message. A stale receipt (the message was received again since)
+	// returns ECONFLICT and deletes nothing.
+	Delete(ctx context.Context, queue, receiptHandle string) error
+	// ChangeVisibility makes a received message visible again after d (0: now). Stale receipt:
+	// ECONFLICT.
+	ChangeVisibility(ctx context.Context, queue, receiptHandle string, d time.Duration) error
+	// Peek lists up to max messages without receiving them (for DLQ inspection).
+	Peek(ctx context.Context, queue string, max int) ([]Message, error)
+	// Redrive moves every message in dlq back to its source queue with receive count reset, and
+	// returns how many moved.
+	Redrive(ctx context.Context, dlq string) (int, error)
+	// Stats returns approximate counts.
+	Stats(ctx context.Context, queue string) (QueueStats, error)
+}
+
+// QueueConfig declares a queue.
+type QueueConfig struct {
+	Name              string
+	VisibilityTimeout time.Duration // default for Receive when 0 is passed
+	MaxReceiveCount   int           // after this many receives the message moves to DLQ
+	DLQ               string        // "" for a DLQ itself
+}
+
+// OutboundMessage is one message handed to a Sender: the resolved content and one address.
+type OutboundMessage struct {
+	DeliveryID     string
+	NotificationID string
+	Channel        Channel
+	Address        string
+	App            string
+	Environment    string // APNs: "sandbox" or "production"
+	Category       Category
+	Content        Content
+	CollapseID     string
+	Priority       Priority
+	TTL            time.Duration
+}
+
+// SendResult is a provider's answer for one OutboundMessage.
+type SendResult struct {
+	DeliveryID        string
+	ProviderMessageID string
+	// Err is nil when accepted; otherwise an *Error whose code says what to do: EDEADADDRESS,
+	// EREJECTED, ESUPPRESSED (permanent), ETHROTTLED, EUNAVAILABLE (retry, RetryAfter honoured).
+	Err error
+}
+
+// Sender delivers messages through one provider. Implementations are safe for concurrent use.
+type Sender interface {
+	Provider() Provider
+	// MaxBatch is the most messages one Send call takes (FCM 500).
+	MaxBatch() int
+	// Send delivers msgs (all of one provider app) and returns one result per message in the same
+	// order. A non-nil error means the whole call failed the same way for every message.
+	Send(ctx context.Context, msgs []OutboundMessage) ([]SendResult, error)
+}
+
+// RateLimiter keeps every concurrent worker inside a provider account's quota.
+type RateLimiter interface {
+	// Wait blocks until n units for key may be used, or returns ctx's error. n larger than the
+	// burst is allowed and waits proportionally.
+	Wait(ctx context.Context, key string, n int) error
+}
+
+// Clock is time, replaceable in tests.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the real clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Cipher seals contact data at rest. Stores that keep contacts are given one.
+type Cipher interface {
+	Seal(plaintext []byte) ([]byte, error)
+	Open(sealed []byte) ([]byte, error)
+}

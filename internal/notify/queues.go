@@ -1,0 +1,29 @@
+package notify
+
+// Stage names. Each stage has its own queue (per lane where it has lanes) and DLQ.
+const (
+	StageIngest  = "ingest"
+	StagePrepare = "prepare"
+	StageSend    = "send"
+	StageRecord  = "record"
+	StageCleanup = "cleanup"
+	StageBounce  = "bounce"
+)
+
+// Lanes lists the lanes in a stable order.
+var Lanes = []Lane{LaneRealtime, LaneBulk}
+
+// IngestQueue is the ingest queue of one service: every service has its own, with its own
+// maximum concurrency, so one service's burst never starves another.
+func IngestQueue(service string) string { return "ingest-" + service }
+
+// LaneQueue is a stage's queue in one lane (prepare, send, record).
+func LaneQueue(stage string, lane Lane) string { return stage + "-" + string(lane) }
+
+// DLQName is the dead-letter queue of queue.
+func DLQName(queue string) string { return queue + "-dlq" }
+
+// Laned reports whether stage has one queue per lane.
+func Laned(stage string) bool {
+	return stage == StagePrepare || stage == StageSend || stage == StageRecord
+}
