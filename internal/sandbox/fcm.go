@@ -1,0 +1,5 @@
+package sandbox
+
+import "net/http"
+
+func (s *Server) fcmRoutes(mux *http.ServeMux) {}

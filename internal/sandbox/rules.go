@@ -1,0 +1,67 @@
+package sandbox
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Failure injection is decided by the address alone, so a test or a demo picks the path it wants
+// by choosing the address:
+//
+//	device token containing "unregistered"   FCM 404 UNREGISTERED / APNs 410 Unregistered
+//	device token containing "invalid"        FCM 400 INVALID_ARGUMENT / APNs 400 BadDeviceToken
+//	any address containing "throttle<N>"     429 (with Retry-After: 1) for the first N attempts, then accepted
+//	any address containing "unavailable<N>"  503 for the first N attempts, then accepted
+//	email bounce@simulator.amazonses.com     accepted, then an SES Permanent bounce arrives (SNS-wrapped)
+//	  or any email whose local part ends "+bounce"
+//	email complaint@simulator.amazonses.com  accepted, then an SES Complaint arrives
+//	  or any email whose local part ends "+complaint"
+//	email ooto@simulator.amazonses.com       accepted, then a Transient bounce arrives
+//	phone +15005550001                       Twilio 400 code 21211 (invalid 'To' phone number)
+//	phone +15005550009                       Twilio 400 code 21614 (not a mobile number)
+//	phone +1500555429N (N = 1..9)            Twilio 429 code 20429 for the first N attempts, then accepted
+//
+// Every other address is accepted.
+
+var countRe = regexp.MustCompile(`(throttle|unavailable)(\d+)`)
+
+// injected returns the injected failure kind for address ("throttle", "unavailable" or "") and
+// how many attempts it lasts.
+func injected(address string) (kind string, n int) {
+	if m := countRe.FindStringSubmatch(address); m != nil {
+		n, _ = strconv.Atoi(m[2])
+		return m[1], n
+	}
+	if strings.HasPrefix(address, "+1500555429") && len(address) == 12 {
+		n, _ = strconv.Atoi(address[11:])
+		return "throttle", n
+	}
+	return "", 0
+}
+
+// failNow reports whether this attempt for address should get the injected transient failure,
+// and which one.
+func (s *Server) failNow(address string) (kind string, fail bool) {
+	kind, n := injected(address)
+	if kind == "" {
+		return "", false
+	}
+	return kind, s.attempt(address) <= n
+}
+
+// sesFeedback returns the SES feedback an email address triggers: "Bounce/Permanent",
+// "Bounce/Transient", "Complaint" or "".
+func sesFeedback(email string) string {
+	e := strings.ToLower(email)
+	local, _, _ := strings.Cut(e, "@")
+	switch {
+	case e == "bounce@simulator.amazonses.com" || strings.HasSuffix(local, "+bounce"):
+		return "Bounce/Permanent"
+	case e == "ooto@simulator.amazonses.com":
+		return "Bounce/Transient"
+	case e == "complaint@simulator.amazonses.com" || strings.HasSuffix(local, "+complaint"):
+		return "Complaint"
+	}
+	return ""
+}

@@ -1,0 +1,148 @@
+// Package sandbox runs fake providers on 127.0.0.1 that speak the real wire protocols — FCM HTTP
+// v1, APNs over HTTP/2 with JWT auth, SES v2, Twilio Messages — so the real SDKs talk to them
+// unchanged. Every accepted message is recorded (durably, when a file is given) and listed at
+// GET /sandbox/deliveries. Failures are injected deterministically by address; see rules.go.
+package sandbox
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Addr is the plain-HTTP listen address (FCM, SES, Twilio, listing); default 127.0.0.1:0.
+	Addr string
+	// TLSAddr is the HTTP/2-over-TLS listen address (APNs, and everything else too); default
+	// 127.0.0.1:0.
+	TLSAddr string
+	// RecordFile, when set, makes the recording durable: one JSON line per delivery, appended
+	// before the provider answers, and loaded again at start.
+	RecordFile string
+	// OnBounce receives SES feedback (bounce, complaint, delivery) exactly as SES → SNS → SQS
+	// would put it on a queue: the SNS envelope JSON. It is called from a goroutine.
+	OnBounce func(snsEnvelope []byte)
+	// Logger, default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the running sandbox.
+type Server struct {
+	Recorder *Recorder
+
+	opts     Options
+	mux      *http.ServeMux
+	plain    *http.Server
+	plainURL string
+	tlsSrv   *httptest.Server
+	log      *slog.Logger
+
+	mu       sync.Mutex
+	attempts map[string]int // address → attempts seen, for throttleN rules
+
+	apnsKeysMu sync.Mutex
+	apnsKeys   map[string]any // key id → *ecdsa.PublicKey registered by tests/runtime (see apns.go)
+	apnsTokens sync.Map       // verified JWT string → struct{}
+}
+
+// Start starts both listeners.
+func Start(opts Options) (*Server, error) {
+	if opts.Addr == "" {
+		opts.Addr = "127.0.0.1:0"
+	}
+	if opts.TLSAddr == "" {
+		opts.TLSAddr = "127.0.0.1:0"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	rec, err := NewRecorder(opts.RecordFile)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		Recorder: rec,
+		opts:     opts,
+		mux:      http.NewServeMux(),
+		log:      opts.Logger.With("component", "sandbox"),
+		attempts: map[string]int{},
+		apnsKeys: map[string]any{},
+	}
+	s.routes()
+
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		rec.Close()
+		return nil, fmt.Errorf("sandbox listen %s: %w", opts.Addr, err)
+	}
+	s.plain = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	s.plainURL = "http://" + ln.Addr().String()
+	go func() { _ = s.plain.Serve(ln) }()
+
+	tln, err := net.Listen("tcp", opts.TLSAddr)
+	if err != nil {
+		s.plain.Close()
+		rec.Close()
+		return nil, fmt.Errorf("sandbox listen %s: %w", opts.TLSAddr, err)
+	}
+	s.tlsSrv = &httptest.Server{Listener: tln, Config: &http.Server{Handler: s.mux}, EnableHTTP2: true}
+	s.tlsSrv.Config.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
+	s.tlsSrv.StartTLS()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /sandbox/deliveries", s.handleList)
+	s.mux.HandleFunc("DELETE /sandbox/deliveries", s.handleReset)
+	s.fcmRoutes(s.mux)
+	s.apnsRoutes(s.mux)
+	s.sesRoutes(s.mux)
+	s.twilioRoutes(s.mux)
+}
+
+// URL is the plain-HTTP base URL, e.g. http://127.0.0.1:41234.
+func (s *Server) URL() string { return s.plainURL }
+
+// TLSURL is the HTTP/2-over-TLS base URL; trust CertPool() to reach it.
+func (s *Server) TLSURL() string { return s.tlsSrv.URL }
+
+// CertPool trusts the sandbox's self-signed TLS certificate.
+func (s *Server) CertPool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(s.tlsSrv.Certificate())
+	return p
+}
+
+// TLSConfig is a client TLS config that trusts the sandbox.
+func (s *Server) TLSConfig() *tls.Config {
+	return &tls.Config{RootCAs: s.CertPool(), MinVersion: tls.VersionTLS12}
+}
+
+// Handler serves the sandbox routes, for mounting /sandbox/deliveries on another server.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Close stops both listeners and closes the record file.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.plain.Shutdown(ctx)
+	s.tlsSrv.Close()
+	return errors.Join(err, s.Recorder.Close())
+}
+
+// attempt counts one more attempt for address and returns the count (1 for the first).
+func (s *Server) attempt(address string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attempts[address]++
+	return s.attempts[address]
+}
