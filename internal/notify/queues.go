@@ -27,3 +27,16 @@ func DLQName(queue string) string { return queue + "-dlq" }
 func Laned(stage string) bool {
 	return stage == StagePrepare || stage == StageSend || stage == StageRecord
 }
+
+// Ingest queue bodies are either a SendRequest, or a fire message {"fire": "<notification id>"}
+// sent by a schedule when a reserved send is due.
+
+// AttrNotificationID is the message attribute with which the HTTP API hands ingest the id it
+// already returned to the caller (for requests without an idempotency key).
+const AttrNotificationID = "herald-notification-id"
+
+// FireMessage is the body a schedule puts on an ingest queue: only the id; the stored
+// notification is the truth.
+type FireMessage struct {
+	Fire string `json:"fire"`
+}
