@@ -222,3 +222,12 @@ type Cipher interface {
 	Seal(plaintext []byte) ([]byte, error)
 	Open(sealed []byte) ([]byte, error)
 }
+
+// Scheduler arms one-time fires of reserved sends (EventBridge Scheduler in AWS, a durable loop
+// locally). A fire puts FireMessage{Fire: id} on queue; the stored notification stays the truth.
+type Scheduler interface {
+	// Schedule arms a one-time fire of id at `at` onto queue, replacing any earlier one for id.
+	Schedule(ctx context.Context, id, queue string, at time.Time) error
+	// Unschedule disarms id's fire; no error if there is none.
+	Unschedule(ctx context.Context, id string) error
+}

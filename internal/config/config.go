@@ -1,0 +1,471 @@
+// Package config reads herald.yaml: the services that may send (with their API keys and ingest
+// concurrency), the lanes, retry policy, provider apps and rate limits, quiet hours and the
+// contact encryption key. The local runtime and the CDK app read the same file.
+package config
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Duration is a time.Duration written as "30s", "5m" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (e.g. 30s, 5m)", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Config is herald.yaml.
+type Config struct {
+	Env        string               `yaml:"env"`
+	Services   []Service            `yaml:"services"`
+	Lanes      map[string]Lane      `yaml:"lanes"`  // realtime, bulk
+	Stages     map[string]Consumer  `yaml:"stages"` // consumer settings for cleanup, bounce
+	Retry      Retry                `yaml:"retry"`
+	Providers  Providers            `yaml:"providers"`
+	QuietHours QuietHours           `yaml:"quiet_hours"`
+	Inbox      Inbox                `yaml:"inbox"`
+	Contacts   Contacts             `yaml:"contacts"`
+	Sandbox    bool                 `yaml:"sandbox"` // local runtime: run sandbox providers and point every sender at them
+	Extra      map[string]yaml.Node `yaml:",inline"` // rejected by Validate, so typos are caught
+}
+
+// Service is a calling service.
+type Service struct {
+	Name           string   `yaml:"name"`
+	APIKeys        []string `yaml:"api_keys"`         // local and dev; in AWS prefer api_key_secret
+	APIKeySecret   string   `yaml:"api_key_secret"`   // Secrets Manager secret name holding the key(s)
+	MaxConcurrency int      `yaml:"max_concurrency"`  // ingest consumers (Lambda MaximumConcurrency)
+	BatchSize      int      `yaml:"batch_size"`       // ingest messages per invocation
+	Lane           string   `yaml:"lane"`             // default lane for transactional sends: realtime
+}
+
+// Consumer mirrors an SQS event source mapping.
+type Consumer struct {
+	BatchSize         int      `yaml:"batch_size"`
+	MaxConcurrency    int      `yaml:"max_concurrency"`
+	VisibilityTimeout Duration `yaml:"visibility_timeout"`
+	MaxReceiveCount   int      `yaml:"max_receive_count"`
+}
+
+// Lane configures the consumers of one lane's prepare, send and record queues.
+type Lane struct {
+	Prepare Consumer `yaml:"prepare"`
+	Send    Consumer `yaml:"send"`
+	Record  Consumer `yaml:"record"`
+}
+
+// Retry is the delivery retry policy.
+type Retry struct {
+	MaxAttempts int      `yaml:"max_attempts"`
+	Base        Duration `yaml:"base"`
+	Max         Duration `yaml:"max"`
+}
+
+// Providers configures each provider.
+type Providers struct {
+	FCM    FCM    `yaml:"fcm"`
+	APNs   APNs   `yaml:"apns"`
+	SES    SES    `yaml:"ses"`
+	Twilio Twilio `yaml:"twilio"`
+}
+
+// FCM is Firebase Cloud Messaging.
+type FCM struct {
+	RatePerSecond float64           `yaml:"rate_per_second"`
+	Apps          map[string]FCMApp `yaml:"apps"`
+}
+
+// FCMApp is one Firebase project.
+type FCMApp struct {
+	ProjectID         string `yaml:"project_id"`
+	CredentialsFile   string `yaml:"credentials_file"`   // service-account JSON (local)
+	CredentialsSecret string `yaml:"credentials_secret"` // Secrets Manager name (AWS)
+	Endpoint          string `yaml:"endpoint"`           // override, e.g. a sandbox
+}
+
+// APNs is Apple Push Notification service.
+type APNs struct {
+	RatePerSecond float64            `yaml:"rate_per_second"`
+	Apps          map[string]APNsApp `yaml:"apps"`
+}
+
+// APNsApp is one bundle id with its token-auth key.
+type APNsApp struct {
+	Topic     string `yaml:"topic"`
+	TeamID    string `yaml:"team_id"`
+	KeyID     string `yaml:"key_id"`
+	KeyFile   string `yaml:"key_file"`   // .p8 (local)
+	KeySecret string `yaml:"key_secret"` // Secrets Manager name (AWS)
+	Endpoint  string `yaml:"endpoint"`
+}
+
+// SES is Amazon SES v2.
+type SES struct {
+	RatePerSecond    float64 `yaml:"rate_per_second"`
+	From             string  `yaml:"from"`
+	ConfigurationSet string  `yaml:"configuration_set"`
+	Region           string  `yaml:"region"`
+	Endpoint         string  `yaml:"endpoint"`
+}
+
+// Twilio is Twilio Programmable Messaging.
+type Twilio struct {
+	RatePerSecond       float64 `yaml:"rate_per_second"`
+	AccountSID          string  `yaml:"account_sid"`
+	AuthToken           string  `yaml:"auth_token"`        // local only
+	AuthTokenSecret     string  `yaml:"auth_token_secret"` // Secrets Manager name (AWS)
+	From                string  `yaml:"from"`
+	MessagingServiceSID string  `yaml:"messaging_service_sid"`
+	BaseURL             string  `yaml:"base_url"`
+}
+
+// QuietHours is when marketing is not sent to people without night-time consent.
+type QuietHours struct {
+	Start    string `yaml:"start"`     // "21:00"
+	End      string `yaml:"end"`       // "08:00"
+	TimeZone string `yaml:"time_zone"` // default for recipients without one: Asia/Seoul
+}
+
+// Inbox configures inbox items.
+type Inbox struct {
+	TTL Duration `yaml:"ttl"`
+}
+
+// Contacts configures encryption of contact data at rest.
+type Contacts struct {
+	EncryptionKey       string `yaml:"encryption_key"`        // base64 of 32 bytes (local)
+	EncryptionKeySecret string `yaml:"encryption_key_secret"` // Secrets Manager name (AWS)
+}
+
+// Load reads and validates path.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(b)
+}
+
+// Parse decodes YAML, applies defaults and validates.
+func Parse(b []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c.ApplyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// DefaultConsumer is the event source mapping used where the file says nothing.
+var DefaultConsumer = Consumer{BatchSize: 10, MaxConcurrency: 2, VisibilityTimeout: Duration(60 * time.Second), MaxReceiveCount: 5}
+
+func (c *Consumer) applyDefaults(d Consumer) {
+	if c.BatchSize == 0 {
+		c.BatchSize = d.BatchSize
+	}
+	if c.MaxConcurrency == 0 {
+		c.MaxConcurrency = d.MaxConcurrency
+	}
+	if c.VisibilityTimeout == 0 {
+		c.VisibilityTimeout = d.VisibilityTimeout
+	}
+	if c.MaxReceiveCount == 0 {
+		c.MaxReceiveCount = d.MaxReceiveCount
+	}
+}
+
+// ApplyDefaults fills every unset field.
+func (c *Config) ApplyDefaults() {
+	if c.Env == "" {
+		c.Env = "dev"
+	}
+	for i := range c.Services {
+		s := &c.Services[i]
+		if s.MaxConcurrency == 0 {
+			s.MaxConcurrency = 2
+		}
+		if s.BatchSize == 0 {
+			s.BatchSize = 10
+		}
+		if s.Lane == "" {
+			s.Lane = "realtime"
+		}
+	}
+	if c.Lanes == nil {
+		c.Lanes = map[string]Lane{}
+	}
+	for _, name := range []string{"realtime", "bulk"} {
+		l := c.Lanes[name]
+		conc := 4
+		if name == "bulk" {
+			conc = 2
+		}
+		l.Prepare.applyDefaults(Consumer{BatchSize: 1, MaxConcurrency: conc, VisibilityTimeout: Duration(60 * time.Second), MaxReceiveCount: 5})
+		l.Send.applyDefaults(Consumer{BatchSize: 1, MaxConcurrency: conc * 2, VisibilityTimeout: Duration(60 * time.Second), MaxReceiveCount: 5})
+		l.Record.applyDefaults(Consumer{BatchSize: 10, MaxConcurrency: 1, VisibilityTimeout: Duration(30 * time.Second), MaxReceiveCount: 5})
+		c.Lanes[name] = l
+	}
+	if c.Stages == nil {
+		c.Stages = map[string]Consumer{}
+	}
+	for _, name := range []string{"cleanup", "bounce"} {
+		s := c.Stages[name]
+		s.applyDefaults(DefaultConsumer)
+		c.Stages[name] = s
+	}
+	if c.Retry.MaxAttempts == 0 {
+		c.Retry.MaxAttempts = 8
+	}
+	if c.Retry.Base == 0 {
+		c.Retry.Base = Duration(time.Second)
+	}
+	if c.Retry.Max == 0 {
+		c.Retry.Max = Duration(5 * time.Minute)
+	}
+	if c.QuietHours.Start == "" {
+		c.QuietHours.Start = "21:00"
+	}
+	if c.QuietHours.End == "" {
+		c.QuietHours.End = "08:00"
+	}
+	if c.QuietHours.TimeZone == "" {
+		c.QuietHours.TimeZone = "Asia/Seoul"
+	}
+	if c.Inbox.TTL == 0 {
+		c.Inbox.TTL = Duration(30 * 24 * time.Hour)
+	}
+	if c.Providers.SES.Region == "" {
+		c.Providers.SES.Region = "us-east-1"
+	}
+}
+
+var (
+	nameRe  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
+	clockRe = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`)
+)
+
+// Validate collects every problem, each naming its key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	for k := range c.Extra {
+		bad(k, "unknown key")
+	}
+	if !nameRe.MatchString(c.Env) {
+		bad("env", "%q must be lower-case letters, digits and dashes", c.Env)
+	}
+	if len(c.Services) == 0 {
+		bad("services", "at least one service is required")
+	}
+	names, keys := map[string]bool{}, map[string]string{}
+	for i, s := range c.Services {
+		key := fmt.Sprintf("services[%d]", i)
+		if !nameRe.MatchString(s.Name) {
+			bad(key+".name", "%q must be 1–40 lower-case letters, digits and dashes, starting with a letter", s.Name)
+		}
+		if names[s.Name] {
+			bad(key+".name", "service %q listed twice", s.Name)
+		}
+		names[s.Name] = true
+		if len(s.APIKeys) == 0 && s.APIKeySecret == "" {
+			bad(key, "needs api_keys or api_key_secret")
+		}
+		for j, k := range s.APIKeys {
+			if len(k) < 8 {
+				bad(fmt.Sprintf("%s.api_keys[%d]", key, j), "keys must be at least 8 characters")
+			}
+			if other, ok := keys[k]; ok {
+				bad(fmt.Sprintf("%s.api_keys[%d]", key, j), "key also used by service %q", other)
+			}
+			keys[k] = s.Name
+		}
+		if s.MaxConcurrency < 2 || s.MaxConcurrency > 1000 {
+			bad(key+".max_concurrency", "%d is outside 2–1000 (Lambda's SQS MaximumConcurrency range)", s.MaxConcurrency)
+		}
+		if s.BatchSize < 1 || s.BatchSize > 10 {
+			bad(key+".batch_size", "%d is outside 1–10", s.BatchSize)
+		}
+		if s.Lane != "realtime" && s.Lane != "bulk" {
+			bad(key+".lane", "%q: want realtime or bulk", s.Lane)
+		}
+	}
+	for name, l := range c.Lanes {
+		if name != "realtime" && name != "bulk" {
+			bad("lanes."+name, "unknown lane (want realtime or bulk)")
+			continue
+		}
+		for stage, cs := range map[string]Consumer{"prepare": l.Prepare, "send": l.Send, "record": l.Record} {
+			cs.validate("lanes."+name+"."+stage, bad)
+		}
+	}
+	for name, cs := range c.Stages {
+		if name != "cleanup" && name != "bounce" {
+			bad("stages."+name, "unknown stage (want cleanup or bounce)")
+			continue
+		}
+		cs.validate("stages."+name, bad)
+	}
+	if c.Retry.MaxAttempts < 1 || c.Retry.MaxAttempts > 50 {
+		bad("retry.max_attempts", "%d is outside 1–50", c.Retry.MaxAttempts)
+	}
+	if c.Retry.Base.D() <= 0 || c.Retry.Max.D() < c.Retry.Base.D() || c.Retry.Max.D() > 15*time.Minute {
+		bad("retry", "need 0 < base ≤ max ≤ 15m (SQS's longest delay)")
+	}
+	if !clockRe.MatchString(c.QuietHours.Start) {
+		bad("quiet_hours.start", "%q is not HH:MM", c.QuietHours.Start)
+	}
+	if !clockRe.MatchString(c.QuietHours.End) {
+		bad("quiet_hours.end", "%q is not HH:MM", c.QuietHours.End)
+	}
+	if _, err := time.LoadLocation(c.QuietHours.TimeZone); err != nil {
+		bad("quiet_hours.time_zone", "%q is not an IANA time zone", c.QuietHours.TimeZone)
+	}
+	if c.Contacts.EncryptionKey != "" {
+		if k, err := base64.StdEncoding.DecodeString(c.Contacts.EncryptionKey); err != nil || len(k) != 32 {
+			bad("contacts.encryption_key", "must be base64 of 32 bytes (e.g. `openssl rand -base64 32`)")
+		}
+	} else if c.Contacts.EncryptionKeySecret == "" {
+		bad("contacts", "needs encryption_key or encryption_key_secret")
+	}
+	for name, a := range c.Providers.FCM.Apps {
+		if a.ProjectID == "" {
+			bad("providers.fcm.apps."+name+".project_id", "required")
+		}
+	}
+	for name, a := range c.Providers.APNs.Apps {
+		if a.Topic == "" {
+			bad("providers.apns.apps."+name+".topic", "required (the app's bundle id)")
+		}
+		if !c.Sandbox && (a.KeyID == "" || a.TeamID == "" || (a.KeyFile == "" && a.KeySecret == "")) {
+			bad("providers.apns.apps."+name, "needs key_id, team_id and key_file or key_secret")
+		}
+	}
+	if !c.Sandbox {
+		if c.Providers.SES.From == "" {
+			bad("providers.ses.from", "required (a verified identity)")
+		}
+		if c.Providers.Twilio.AccountSID == "" {
+			bad("providers.twilio.account_sid", "required")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (cs Consumer) validate(key string, bad func(string, string, ...any)) {
+	if cs.BatchSize < 1 || cs.BatchSize > 10 {
+		bad(key+".batch_size", "%d is outside 1–10", cs.BatchSize)
+	}
+	if cs.MaxConcurrency < 1 || cs.MaxConcurrency > 1000 {
+		bad(key+".max_concurrency", "%d is outside 1–1000", cs.MaxConcurrency)
+	}
+	if cs.VisibilityTimeout.D() < time.Second || cs.VisibilityTimeout.D() > 12*time.Hour {
+		bad(key+".visibility_timeout", "must be 1s–12h")
+	}
+	if cs.MaxReceiveCount < 1 || cs.MaxReceiveCount > 1000 {
+		bad(key+".max_receive_count", "%d is outside 1–1000", cs.MaxReceiveCount)
+	}
+}
+
+// Keys maps every API key to its service.
+func (c *Config) Keys() map[string]string {
+	out := map[string]string{}
+	for _, s := range c.Services {
+		for _, k := range s.APIKeys {
+			out[k] = s.Name
+		}
+	}
+	return out
+}
+
+// ServiceNames lists the services in file order.
+func (c *Config) ServiceNames() []string {
+	out := make([]string, len(c.Services))
+	for i, s := range c.Services {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// Redacted is a copy safe to log: keys, tokens and secrets masked.
+func (c Config) Redacted() Config {
+	svcs := make([]Service, len(c.Services))
+	copy(svcs, c.Services)
+	for i := range svcs {
+		ks := make([]string, len(svcs[i].APIKeys))
+		for j := range ks {
+			ks[j] = "***"
+		}
+		svcs[i].APIKeys = ks
+	}
+	c.Services = svcs
+	if c.Contacts.EncryptionKey != "" {
+		c.Contacts.EncryptionKey = "***"
+	}
+	if c.Providers.Twilio.AuthToken != "" {
+		c.Providers.Twilio.AuthToken = "***"
+	}
+	c.Extra = nil
+	return c
+}
+
+// Dev is the configuration `herald dev` runs without a file: one service "demo" with key
+// "dev-demo-key", sandbox providers for everything, and a fixed development encryption key.
+func Dev() *Config {
+	c := &Config{
+		Env:      "local",
+		Sandbox:  true,
+		Services: []Service{{Name: "demo", APIKeys: []string{"dev-demo-key"}, MaxConcurrency: 4}},
+		Providers: Providers{
+			FCM:    FCM{Apps: map[string]FCMApp{"default": {ProjectID: "herald-sandbox"}}},
+			APNs:   APNs{Apps: map[string]APNsApp{"default": {Topic: "com.example.herald"}}},
+			SES:    SES{From: "Herald Sandbox <noreply@sandbox.herald.local>"},
+			Twilio: Twilio{AccountSID: "AC00000000000000000000000000000000", AuthToken: "sandbox-token", From: "+15005550006"},
+		},
+		// A published key: contacts in a dev database are not secret. Real deployments set their own.
+		Contacts: Contacts{EncryptionKey: base64.StdEncoding.EncodeToString([]byte("herald-dev-only-not-a-secret-key"))},
+	}
+	c.ApplyDefaults()
+	return c
+}
+
+// SortedApps returns map keys in order, for stable output.
+func SortedApps[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

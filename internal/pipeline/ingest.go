@@ -1,0 +1,133 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"herald/internal/notify"
+)
+
+// prepareMsg asks prepare to resolve one chunk of a notification's recipients.
+type prepareMsg struct {
+	NotificationID string `json:"notification_id"`
+	Chunk          int    `json:"chunk"`
+}
+
+// Ingest returns the handler of service's ingest queue: validate, dedupe on (service,
+// idempotency key), persist, then schedule (future send_at) or fan out to prepare.
+func (p *Pipeline) Ingest(service string, scheduler notify.Scheduler) Handler {
+	return func(ctx context.Context, msgs []notify.Message) []ItemFailure {
+		return each(ctx, msgs, func(ctx context.Context, m notify.Message) error {
+			return p.ingestOne(ctx, service, scheduler, m)
+		})
+	}
+}
+
+func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler notify.Scheduler, m notify.Message) error {
+	if bytes.Contains(m.Body, []byte(`"fire"`)) {
+		var f notify.FireMessage
+		if err := json.Unmarshal(m.Body, &f); err == nil && f.Fire != "" {
+			return p.fire(ctx, f.Fire)
+		}
+	}
+	var req notify.SendRequest
+	dec := json.NewDecoder(bytes.NewReader(m.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return notify.Wrap(notify.EINVALID, err, "ingest: body is not a SendRequest")
+	}
+	now := p.clock.Now()
+	if err := req.Validate(now); err != nil {
+		return err
+	}
+	id := m.Attributes[notify.AttrNotificationID]
+	if id == "" {
+		key := req.IdempotencyKey
+		if key == "" {
+			key = "sqs-message:" + m.ID // a redelivered message makes the same notification
+		}
+		id = notify.NotificationIDFor(service, key, now)
+	}
+	n := req.Notification(id, service, now)
+	n.Stats.ChunksTotal = (len(n.Recipients) + p.cfg.ChunkSize - 1) / p.cfg.ChunkSize
+	stored, created, err := p.store.CreateNotification(ctx, n)
+	if err != nil {
+		return fmt.Errorf("ingest %s: %w", id, err)
+	}
+	if !created {
+		p.log.InfoContext(ctx, "duplicate request", "notification_id", stored.ID, "service", service, "status", stored.Status)
+	}
+	switch stored.Status {
+	case notify.StatusScheduled:
+		if scheduler == nil {
+			return notify.FieldError("send_at", "reserved sends are not available in this runtime")
+		}
+		if err := scheduler.Schedule(ctx, stored.ID, notify.IngestQueue(service), *stored.SendAt); err != nil {
+			return fmt.Errorf("ingest %s: schedule: %w", stored.ID, err)
+		}
+		if created {
+			p.log.InfoContext(ctx, "notification scheduled", "notification_id", stored.ID, "service", service, "send_at", stored.SendAt)
+		}
+		return nil
+	case notify.StatusAccepted:
+		return p.fanOut(ctx, stored)
+	default: // already fanned out, finished or canceled: the first delivery of this message did the work
+		return nil
+	}
+}
+
+// fire handles a schedule's fire: only a notification still SCHEDULED is sent, so a fire after a
+// cancel, or a second fire, does nothing.
+func (p *Pipeline) fire(ctx context.Context, id string) error {
+	n, err := p.store.GetNotification(ctx, id)
+	if notify.IsCode(err, notify.ENOTFOUND) {
+		p.log.WarnContext(ctx, "fire for unknown notification ignored", "notification_id", id)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("fire %s: %w", id, err)
+	}
+	switch n.Status {
+	case notify.StatusScheduled:
+		err := p.store.SetNotificationStatus(ctx, id, notify.StatusAccepted, notify.StatusScheduled)
+		if err != nil && !notify.IsCode(err, notify.ECONFLICT) {
+			return fmt.Errorf("fire %s: %w", id, err)
+		}
+		n.Status = notify.StatusAccepted
+		return p.fanOut(ctx, n)
+	case notify.StatusAccepted:
+		return p.fanOut(ctx, n) // a fire redelivered after a crash mid-fan-out
+	default:
+		p.log.InfoContext(ctx, "fire ignored", "notification_id", id, "status", n.Status)
+		return nil
+	}
+}
+
+// fanOut enqueues one prepare message per chunk and then marks the notification PROCESSING, so
+// PROCESSING implies every chunk is enqueued; a crash in between re-runs it (prepare is idempotent).
+func (p *Pipeline) fanOut(ctx context.Context, n *notify.Notification) error {
+	chunks := n.Stats.ChunksTotal
+	if chunks == 0 {
+		chunks = (len(n.Recipients) + p.cfg.ChunkSize - 1) / p.cfg.ChunkSize
+		if err := p.store.SetChunksTotal(ctx, n.ID, chunks); err != nil {
+			return fmt.Errorf("fan out %s: %w", n.ID, err)
+		}
+	}
+	bodies := make([]any, chunks)
+	for i := range bodies {
+		bodies[i] = prepareMsg{NotificationID: n.ID, Chunk: i}
+	}
+	if err := p.send(ctx, notify.LaneQueue(notify.StagePrepare, lane(n)), n.Service, 0, bodies...); err != nil {
+		return fmt.Errorf("fan out %s: %w", n.ID, err)
+	}
+	err := p.store.SetNotificationStatus(ctx, n.ID, notify.StatusProcessing, notify.StatusAccepted)
+	if err != nil && !errors.Is(err, context.Canceled) && !notify.IsCode(err, notify.ECONFLICT) {
+		return fmt.Errorf("fan out %s: %w", n.ID, err)
+	}
+	p.log.InfoContext(ctx, "notification accepted", "notification_id", n.ID, "service", n.Service,
+		"category", n.Category, "channels", n.Channels, "recipients", len(n.Recipients), "chunks", chunks, "lane", lane(n))
+	return nil
+}

@@ -1,0 +1,190 @@
+// Package pipeline holds Herald's stages — ingest, prepare, send, record, cleanup and bounce —
+// as plain functions over the ports in internal/notify. The AWS runtime calls them from Lambda
+// handlers fed by SQS; the local runtime calls them from worker pools over the SQLite queue. No
+// stage knows which runtime it runs in.
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"herald/internal/notify"
+)
+
+// Config tunes the stages. Zero fields take the defaults in withDefaults.
+type Config struct {
+	ChunkSize        int           // recipients per prepare message (default 500)
+	MaxAttempts      int           // send attempts per delivery before FAILED retries_exhausted (default 8)
+	RetryBase        time.Duration // first retry delay (default 1s)
+	RetryMax         time.Duration // longest retry delay (default 5m; SQS delay caps at 15m)
+	SendLease        time.Duration // how long a claimed delivery is ours (default 60s = send queue visibility)
+	InboxTTL         time.Duration // inbox item lifetime when the notification has no TTL (default 30 days)
+	NotificationTTL  time.Duration // how long the notification cache trusts an entry (default 2s)
+	MaxSendBatchSize map[notify.Provider]int
+}
+
+func (c Config) withDefaults() Config {
+	if c.ChunkSize <= 0 {
+		c.ChunkSize = 500
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 8
+	}
+	if c.RetryBase <= 0 {
+		c.RetryBase = time.Second
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = 5 * time.Minute
+	}
+	if c.RetryMax > 15*time.Minute {
+		c.RetryMax = 15 * time.Minute
+	}
+	if c.SendLease <= 0 {
+		c.SendLease = 60 * time.Second
+	}
+	if c.InboxTTL <= 0 {
+		c.InboxTTL = 30 * 24 * time.Hour
+	}
+	if c.NotificationTTL <= 0 {
+		c.NotificationTTL = 2 * time.Second
+	}
+	return c
+}
+
+// Pipeline holds the ports the stages use.
+type Pipeline struct {
+	store   notify.Store
+	queue   notify.Producer
+	senders map[notify.Provider]notify.Sender
+	limiter notify.RateLimiter
+	clock   notify.Clock
+	log     *slog.Logger
+	cfg     Config
+
+	cacheMu sync.Mutex
+	cache   map[string]cachedNotification
+}
+
+type cachedNotification struct {
+	n  *notify.Notification
+	at time.Time
+}
+
+// Deps are the ports a Pipeline is built from.
+type Deps struct {
+	Store   notify.Store
+	Queue   notify.Producer
+	Senders []notify.Sender
+	Limiter notify.RateLimiter // nil: no limit
+	Clock   notify.Clock       // nil: system clock
+	Logger  *slog.Logger       // nil: slog.Default()
+}
+
+// New returns a Pipeline.
+func New(d Deps, cfg Config) *Pipeline {
+	p := &Pipeline{
+		store:   d.Store,
+		queue:   d.Queue,
+		senders: map[notify.Provider]notify.Sender{},
+		limiter: d.Limiter,
+		clock:   d.Clock,
+		log:     d.Logger,
+		cfg:     cfg.withDefaults(),
+		cache:   map[string]cachedNotification{},
+	}
+	for _, s := range d.Senders {
+		p.senders[s.Provider()] = s
+	}
+	if p.clock == nil {
+		p.clock = notify.SystemClock{}
+	}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	return p
+}
+
+// ItemFailure is one message of a batch that was not processed.
+type ItemFailure struct {
+	MessageID string
+	Err       error
+}
+
+// Handler processes a batch of messages from one queue and returns the ones that failed; every
+// other message counts as done.
+type Handler func(ctx context.Context, msgs []notify.Message) []ItemFailure
+
+// each runs fn for every message and collects failures, so one bad message never fails the batch.
+func each(ctx context.Context, msgs []notify.Message, fn func(context.Context, notify.Message) error) []ItemFailure {
+	var out []ItemFailure
+	for _, m := range msgs {
+		if err := fn(ctx, m); err != nil {
+			out = append(out, ItemFailure{MessageID: m.ID, Err: err})
+		}
+	}
+	return out
+}
+
+// notification returns n from a short-lived cache; content is immutable, status may lag by
+// Config.NotificationTTL.
+func (p *Pipeline) notification(ctx context.Context, id string) (*notify.Notification, error) {
+	now := p.clock.Now()
+	p.cacheMu.Lock()
+	c, ok := p.cache[id]
+	p.cacheMu.Unlock()
+	if ok && now.Sub(c.at) < p.cfg.NotificationTTL {
+		return c.n, nil
+	}
+	n, err := p.store.GetNotification(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	p.cacheMu.Lock()
+	if len(p.cache) > 4096 {
+		for k, v := range p.cache {
+			if now.Sub(v.at) >= p.cfg.NotificationTTL {
+				delete(p.cache, k)
+			}
+		}
+	}
+	p.cache[id] = cachedNotification{n: n, at: now}
+	p.cacheMu.Unlock()
+	return n, nil
+}
+
+// send enqueues JSON bodies on queue.
+func (p *Pipeline) send(ctx context.Context, queue, group string, delay time.Duration, bodies ...any) error {
+	msgs := make([]notify.OutMessage, 0, len(bodies))
+	for _, b := range bodies {
+		raw, err := json.Marshal(b)
+		if err != nil {
+			return fmt.Errorf("encode message for %s: %w", queue, err)
+		}
+		msgs = append(msgs, notify.OutMessage{Body: raw, GroupID: group, Delay: delay})
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := p.queue.Send(ctx, queue, msgs...); err != nil {
+		return fmt.Errorf("enqueue %d on %s: %w", len(msgs), queue, err)
+	}
+	return nil
+}
+
+func decode(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return notify.Wrap(notify.EINVALID, err, "undecodable message body")
+	}
+	return nil
+}
+
+func lane(n *notify.Notification) notify.Lane {
+	if n.Lane == "" {
+		return notify.LaneRealtime
+	}
+	return n.Lane
+}

@@ -1,0 +1,312 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"herald/internal/notify"
+)
+
+// sendMsg asks send to deliver one batch of one provider app.
+type sendMsg struct {
+	NotificationID string          `json:"notification_id"`
+	Provider       notify.Provider `json:"provider"`
+	App            string          `json:"app,omitempty"`
+	Retry          int             `json:"retry,omitempty"` // how many times this batch was re-enqueued for retry
+	Items          []sendItem      `json:"items"`
+}
+
+type sendItem struct {
+	DeliveryID  string `json:"id"`
+	Address     string `json:"address"`
+	Locale      string `json:"locale,omitempty"`
+	Environment string `json:"env,omitempty"`
+	UserID      string `json:"user,omitempty"`
+
+	prov notify.Provider // grouping keys, not sent
+	app  string
+}
+
+// recordMsg asks record to look at a notification's aggregates.
+type recordMsg struct {
+	NotificationID string `json:"notification_id"`
+}
+
+// Prepare returns the handler of the prepare queues: resolve one chunk of recipients to
+// deliveries (preferences, consent, suppressions, devices, contacts), write inbox items, and
+// enqueue send batches for what is still pending.
+func (p *Pipeline) Prepare() Handler {
+	return func(ctx context.Context, msgs []notify.Message) []ItemFailure {
+		return each(ctx, msgs, p.prepareOne)
+	}
+}
+
+func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
+	var pm prepareMsg
+	if err := decode(m.Body, &pm); err != nil {
+		return err
+	}
+	n, err := p.notification(ctx, pm.NotificationID)
+	if notify.IsCode(err, notify.ENOTFOUND) {
+		return notify.Wrap(notify.EINVALID, err, "prepare: unknown notification %s", pm.NotificationID)
+	}
+	if err != nil {
+		return fmt.Errorf("prepare %s/%d: %w", pm.NotificationID, pm.Chunk, err)
+	}
+	lo, hi := pm.Chunk*p.cfg.ChunkSize, (pm.Chunk+1)*p.cfg.ChunkSize
+	if lo < 0 || lo >= len(n.Recipients) {
+		return notify.Errorf(notify.EINVALID, "prepare %s: chunk %d out of range", n.ID, pm.Chunk)
+	}
+	hi = min(hi, len(n.Recipients))
+	now := p.clock.Now()
+
+	ds, inbox, items, err := p.resolve(ctx, n, n.Recipients[lo:hi], now)
+	if err != nil {
+		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
+	}
+	if len(inbox) > 0 {
+		if err := p.store.PutInboxItems(ctx, inbox); err != nil {
+			return fmt.Errorf("prepare %s/%d: inbox: %w", n.ID, pm.Chunk, err)
+		}
+	}
+	pending, err := p.store.CreateDeliveries(ctx, n.ID, pm.Chunk, ds)
+	if err != nil {
+		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
+	}
+	batches := p.batches(n, pending, items)
+	bodies := make([]any, len(batches))
+	for i := range batches {
+		bodies[i] = batches[i]
+	}
+	if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, 0, bodies...); err != nil {
+		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
+	}
+	if err := p.send(ctx, notify.LaneQueue(notify.StageRecord, lane(n)), n.Service, 0, recordMsg{NotificationID: n.ID}); err != nil {
+		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
+	}
+	p.log.InfoContext(ctx, "chunk prepared", "notification_id", n.ID, "chunk", pm.Chunk,
+		"recipients", hi-lo, "deliveries", len(ds), "pending", len(pending), "batches", len(batches))
+	return nil
+}
+
+// resolve turns recipients into deliveries. It returns the deliveries, the inbox items to write,
+// and the send items of every delivery keyed by delivery id (addresses travel in send messages;
+// the store keeps only masked forms).
+func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []notify.Recipient, now time.Time) ([]notify.Delivery, []notify.InboxItem, map[string]sendItem, error) {
+	var users []string
+	for _, r := range rs {
+		if r.UserID != "" {
+			users = append(users, r.UserID)
+		}
+	}
+	var (
+		devices  map[string][]notify.Device
+		contacts map[string]notify.Contact
+		prefs    map[string]notify.Preferences
+		err      error
+	)
+	if len(users) > 0 {
+		if n.HasChannel(notify.ChannelPush) {
+			if devices, err = p.store.ListDevices(ctx, users); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		if n.HasChannel(notify.ChannelEmail) || n.HasChannel(notify.ChannelSMS) {
+			if contacts, err = p.store.GetContacts(ctx, users); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		if prefs, err = p.store.GetPreferences(ctx, users); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+
+	b := &builder{n: n, now: now, items: map[string]sendItem{}, seen: map[string]bool{}}
+	for _, r := range rs {
+		switch {
+		case r.UserID != "":
+			pref := prefs[r.UserID]
+			c := contacts[r.UserID]
+			for _, ch := range n.Channels {
+				if ok, reason := pref.Allows(ch, n.Category); !ok {
+					b.skipUser(r.UserID, ch, reason)
+					continue
+				}
+				switch ch {
+				case notify.ChannelPush:
+					if len(devices[r.UserID]) == 0 {
+						b.skipUser(r.UserID, ch, notify.ReasonNoAddress)
+					}
+					for _, d := range devices[r.UserID] {
+						b.add(r.UserID, ch, providerOf(d.Platform), d.App, d.Token, d.Locale, d.Environment)
+					}
+				case notify.ChannelEmail:
+					if c.Email == "" {
+						b.skipUser(r.UserID, ch, notify.ReasonNoAddress)
+						continue
+					}
+					b.add(r.UserID, ch, notify.ProviderSES, "", c.Email, c.Locale, "")
+				case notify.ChannelSMS:
+					if c.Phone == "" {
+						b.skipUser(r.UserID, ch, notify.ReasonNoAddress)
+						continue
+					}
+					b.add(r.UserID, ch, notify.ProviderTwilio, "", c.Phone, c.Locale, "")
+				case notify.ChannelInbox:
+					b.inboxFor(r.UserID)
+				}
+			}
+		case r.Email != "":
+			b.add("", notify.ChannelEmail, notify.ProviderSES, "", r.Email, "", "")
+		case r.Phone != "":
+			b.add("", notify.ChannelSMS, notify.ProviderTwilio, "", r.Phone, "", "")
+		case r.FCMToken != "":
+			b.add("", notify.ChannelPush, notify.ProviderFCM, appOr(r.App), r.FCMToken, "", "")
+		case r.APNsToken != "":
+			b.add("", notify.ChannelPush, notify.ProviderAPNs, appOr(r.App), r.APNsToken, "", "production")
+		}
+	}
+
+	// Suppressed addresses are skipped, never sent.
+	var keys []string
+	for _, d := range b.ds {
+		if d.Status == notify.DeliveryPending && (d.Channel == notify.ChannelEmail || d.Channel == notify.ChannelSMS) {
+			keys = append(keys, notify.AddressKey(d.Channel, b.items[d.ID].Address))
+		}
+	}
+	if len(keys) > 0 {
+		sup, err := p.store.Suppressed(ctx, keys)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for i := range b.ds {
+			d := &b.ds[i]
+			if d.Status != notify.DeliveryPending || (d.Channel != notify.ChannelEmail && d.Channel != notify.ChannelSMS) {
+				continue
+			}
+			if s, ok := sup[notify.AddressKey(d.Channel, b.items[d.ID].Address)]; ok {
+				d.Status, d.Reason, d.Detail = notify.DeliverySkipped, notify.ReasonSuppressed, s.Reason
+			}
+		}
+	}
+	ttl := p.cfg.InboxTTL
+	if n.TTL > 0 {
+		ttl = n.TTL
+	}
+	for i := range b.inbox {
+		exp := n.CreatedAt.Add(ttl)
+		b.inbox[i].ExpiresAt = &exp
+	}
+	return b.ds, b.inbox, b.items, nil
+}
+
+type builder struct {
+	n     *notify.Notification
+	now   time.Time
+	ds    []notify.Delivery
+	inbox []notify.InboxItem
+	items map[string]sendItem
+	seen  map[string]bool
+}
+
+func (b *builder) add(user string, ch notify.Channel, prov notify.Provider, app, address, locale, env string) {
+	id := notify.DeliveryID(b.n.ID, ch, address)
+	if b.seen[id] { // the same address twice in one request is one delivery
+		return
+	}
+	b.seen[id] = true
+	b.ds = append(b.ds, notify.Delivery{
+		ID: id, NotificationID: b.n.ID, UserID: user, Channel: ch, Provider: prov, App: app,
+		Address: address, AddressMasked: notify.MaskAddress(ch, address),
+		Status: notify.DeliveryPending, UpdatedAt: b.now,
+	})
+	b.items[id] = sendItem{DeliveryID: id, Address: address, Locale: locale, Environment: env, UserID: user, prov: prov, app: app}
+}
+
+func (b *builder) skipUser(user string, ch notify.Channel, reason string) {
+	id := notify.DeliveryID(b.n.ID, ch, "user:"+user)
+	if b.seen[id] {
+		return
+	}
+	b.seen[id] = true
+	b.ds = append(b.ds, notify.Delivery{
+		ID: id, NotificationID: b.n.ID, UserID: user, Channel: ch, AddressMasked: "user:" + user,
+		Status: notify.DeliverySkipped, Reason: reason, UpdatedAt: b.now,
+	})
+}
+
+func (b *builder) inboxFor(user string) {
+	id := notify.DeliveryID(b.n.ID, notify.ChannelInbox, user)
+	if b.seen[id] {
+		return
+	}
+	b.seen[id] = true
+	c := b.n.ContentFor(notify.ChannelInbox, "")
+	b.inbox = append(b.inbox, notify.InboxItem{
+		UserID: user, ID: b.n.ID, Service: b.n.Service, Category: b.n.Category,
+		Title: c.Title, Body: c.Body, Data: c.Data, Link: c.Link, ImageURL: c.ImageURL,
+		CreatedAt: b.n.CreatedAt,
+	})
+	b.ds = append(b.ds, notify.Delivery{
+		ID: id, NotificationID: b.n.ID, UserID: user, Channel: notify.ChannelInbox, Provider: notify.ProviderInbox,
+		AddressMasked: user, Status: notify.DeliverySent, UpdatedAt: b.now,
+	})
+}
+
+// batches groups pending deliveries by provider and app into send messages of at most the
+// sender's MaxBatch.
+func (p *Pipeline) batches(n *notify.Notification, pending []string, items map[string]sendItem) []sendMsg {
+	type key struct {
+		prov notify.Provider
+		app  string
+	}
+	groups := map[key][]sendItem{}
+	var order []key
+	for _, id := range pending {
+		it, ok := items[id]
+		if !ok {
+			continue // pending from an earlier attempt of a delivery no longer resolved: left to its own send message
+		}
+		k := key{prov: it.prov, app: it.app}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], it)
+	}
+	var out []sendMsg
+	for _, k := range order {
+		size := p.batchSize(k.prov)
+		g := groups[k]
+		for len(g) > 0 {
+			m := min(size, len(g))
+			out = append(out, sendMsg{NotificationID: n.ID, Provider: k.prov, App: k.app, Items: g[:m]})
+			g = g[m:]
+		}
+	}
+	return out
+}
+
+func (p *Pipeline) batchSize(prov notify.Provider) int {
+	if s, ok := p.cfg.MaxSendBatchSize[prov]; ok && s > 0 {
+		return s
+	}
+	if s, ok := p.senders[prov]; ok && s.MaxBatch() > 0 {
+		return s.MaxBatch()
+	}
+	return 100
+}
+
+func providerOf(pl notify.Platform) notify.Provider {
+	if pl == notify.PlatformAPNs {
+		return notify.ProviderAPNs
+	}
+	return notify.ProviderFCM
+}
+
+func appOr(app string) string {
+	if app == "" {
+		return "default"
+	}
+	return app
+}
