@@ -58,3 +58,14 @@ lanes:
 		t.Fatal("Redacted must mask a copy, not the original")
 	}
 }
+
+func TestExampleFileIsValid(t *testing.T) {
+	t.Parallel()
+	c, err := Load("../../herald.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.ServiceNames(); len(got) != 2 || got[0] != "orders" {
+		t.Fatalf("services = %v", got)
+	}
+}
