@@ -12,7 +12,7 @@ import (
 //	device token containing "unregistered"   FCM 404 UNREGISTERED / APNs 410 Unregistered
 //	device token containing "invalid"        FCM 400 INVALID_ARGUMENT / APNs 400 BadDeviceToken
 //	any address containing "throttle<N>"     429 (with Retry-After: 1) for the first N attempts, then accepted
-//	any address containing "unavailable<N>"  503 for the first N attempts, then accepted
+//	any address containing "unavailable<N>"  503 for the first N attempts, then accepted (every provider)
 //	email bounce@simulator.amazonses.com     accepted, then an SES Permanent bounce arrives (SNS-wrapped)
 //	  or any email whose local part ends "+bounce"
 //	email complaint@simulator.amazonses.com  accepted, then an SES Complaint arrives
@@ -21,6 +21,7 @@ import (
 //	phone +15005550001                       Twilio 400 code 21211 (invalid 'To' phone number)
 //	phone +15005550009                       Twilio 400 code 21614 (not a mobile number)
 //	phone +1500555429N (N = 1..9)            Twilio 429 code 20429 for the first N attempts, then accepted
+//	Twilio password starting with "invalid"  401 code 20003 (authentication failed)
 //
 // Every other address is accepted.
 

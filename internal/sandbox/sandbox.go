@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -28,7 +27,7 @@ type Options struct {
 	// RecordFile, when set, makes the recording durable: one JSON line per delivery, appended
 	// before the provider answers, and loaded again at start.
 	RecordFile string
-	// OnBounce receives SES feedback (bounce, complaint, delivery) exactly as SES → SNS → SQS
+	// OnBounce receives SES feedback (bounces and complaints) exactly as SES → SNS → SQS
 	// would put it on a queue: the SNS envelope JSON. It is called from a goroutine.
 	OnBounce func(snsEnvelope []byte)
 	// Logger, default slog.Default().
@@ -52,6 +51,10 @@ type Server struct {
 	apnsKeysMu sync.Mutex
 	apnsKeys   map[string]any // key id → *ecdsa.PublicKey registered by tests/runtime (see apns.go)
 	apnsTokens sync.Map       // verified JWT string → struct{}
+
+	feedback sync.WaitGroup // pending SES feedback callbacks
+	closedMu sync.Mutex
+	closed   bool
 }
 
 // Start starts both listeners.
@@ -132,11 +135,39 @@ func (s *Server) Handler() http.Handler { return s.mux }
 
 // Close stops both listeners and closes the record file.
 func (s *Server) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	s.closedMu.Lock()
+	s.closed = true
+	s.closedMu.Unlock()
+	s.feedback.Wait()
+	// Clients may hold idle keep-alive connections that never send a request; Shutdown would
+	// wait for them, so give in-flight requests a moment and then close hard.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	err := s.plain.Shutdown(ctx)
+	if err := s.plain.Shutdown(ctx); err != nil {
+		_ = s.plain.Close()
+	}
+	s.tlsSrv.CloseClientConnections()
 	s.tlsSrv.Close()
-	return errors.Join(err, s.Recorder.Close())
+	return s.Recorder.Close()
+}
+
+// later runs fn after d unless the server closes first; Close waits for running callbacks.
+func (s *Server) later(d time.Duration, fn func()) {
+	s.closedMu.Lock()
+	defer s.closedMu.Unlock()
+	if s.closed {
+		return
+	}
+	s.feedback.Add(1)
+	time.AfterFunc(d, func() {
+		defer s.feedback.Done()
+		s.closedMu.Lock()
+		closed := s.closed
+		s.closedMu.Unlock()
+		if !closed {
+			fn()
+		}
+	})
 }
 
 // attempt counts one more attempt for address and returns the count (1 for the first).

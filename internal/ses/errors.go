@@ -1,0 +1,161 @@
+package ses
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"herald/internal/notify"
+)
+
+// errorCodes maps SES (and generic AWS) error codes to Herald's codes.
+var errorCodes = map[string]string{
+	// This message or recipient: permanent.
+	"MessageRejected":                    notify.EREJECTED,
+	"BadRequestException":                notify.EREJECTED,
+	"InvalidParameterValue":              notify.EREJECTED,
+	"MailFromDomainNotVerifiedException": notify.EREJECTED,
+
+	// Our account, identity or credentials: every message fails until an operator acts.
+	"AccountSuspendedException":           notify.EAUTH,
+	"SendingPausedException":              notify.EAUTH,
+	"NotFoundException":                   notify.EAUTH, // configuration set or identity missing
+	"NotAuthorized":                       notify.EAUTH,
+	"AccessDenied":                        notify.EAUTH,
+	"AccessDeniedException":               notify.EAUTH,
+	"UnrecognizedClientException":         notify.EAUTH,
+	"InvalidClientTokenId":                notify.EAUTH,
+	"InvalidSignatureException":           notify.EAUTH,
+	"SignatureDoesNotMatch":               notify.EAUTH,
+	"IncompleteSignature":                 notify.EAUTH,
+	"MissingAuthenticationTokenException": notify.EAUTH,
+	"ExpiredToken":                        notify.EAUTH,
+	"ExpiredTokenException":               notify.EAUTH,
+
+	// Slow down.
+	"TooManyRequestsException": notify.ETHROTTLED,
+	"LimitExceededException":   notify.ETHROTTLED,
+	"Throttling":               notify.ETHROTTLED,
+	"ThrottlingException":      notify.ETHROTTLED,
+
+	// SES's side.
+	"InternalFailure":             notify.EUNAVAILABLE,
+	"InternalServerError":         notify.EUNAVAILABLE,
+	"ServiceUnavailable":          notify.EUNAVAILABLE,
+	"ServiceUnavailableException": notify.EUNAVAILABLE,
+}
+
+// classifyError turns a SendEmail error into a *notify.Error. The provider's code decides; the
+// HTTP status decides when the code is unknown; a request that got no response is EUNAVAILABLE.
+// Neither the message nor the wrapped error's text contains the raw address.
+func classifyError(err error, deliveryID, address string) *notify.Error {
+	var (
+		apiCode, apiMsg string
+		status          int
+		retryAfter      time.Duration
+	)
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		apiCode, apiMsg = apiErr.ErrorCode(), apiErr.ErrorMessage()
+	}
+	var respErr *awshttp.ResponseError
+	if errors.As(err, &respErr) && respErr.Response != nil {
+		status = respErr.HTTPStatusCode()
+		retryAfter = parseRetryAfter(respErr.Response.Header.Get("Retry-After"), time.Now())
+	}
+
+	code, ok := errorCodes[apiCode]
+	switch {
+	case ok:
+	case status == http.StatusTooManyRequests:
+		code = notify.ETHROTTLED
+	case status >= 500:
+		code = notify.EUNAVAILABLE
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		code = notify.EAUTH
+	case status >= 400:
+		code = notify.EREJECTED
+	case noResponse(err):
+		code = notify.EUNAVAILABLE
+	default:
+		code = notify.EINTERNAL
+	}
+
+	mask := maskFunc(address)
+	var what string
+	switch {
+	case apiCode != "":
+		what = apiCode
+		if apiMsg != "" && apiMsg != apiCode {
+			what += ": " + apiMsg
+		}
+	case status != 0:
+		what = "HTTP " + strconv.Itoa(status)
+	case errors.Is(err, context.DeadlineExceeded):
+		what = "timed out"
+	case errors.Is(err, context.Canceled):
+		what = "canceled"
+	case noResponse(err):
+		what = "no response"
+	default:
+		what = "unexpected error"
+	}
+	return &notify.Error{
+		Code:       code,
+		Message:    mask(fmt.Sprintf("ses send %s to %s: %s", deliveryID, notify.MaskEmail(address), what)),
+		RetryAfter: retryAfter,
+		Err:        &maskedError{err: err, text: mask(err.Error())},
+	}
+}
+
+// noResponse reports whether err means the request got no HTTP response: a connection failure,
+// a timeout or a cancellation. Sending again is safe to try.
+func noResponse(err error) bool {
+	var sendErr *smithyhttp.RequestSendError
+	var netErr net.Error
+	return errors.As(err, &sendErr) || errors.As(err, &netErr) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// parseRetryAfter reads a Retry-After header in seconds or as an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// maskFunc returns a function replacing address (as given and lower-cased) with its mask, since
+// SES error messages can name the recipient.
+func maskFunc(address string) func(string) string {
+	if address == "" {
+		return func(s string) string { return s }
+	}
+	m := notify.MaskEmail(address)
+	r := strings.NewReplacer(address, m, strings.ToLower(address), m)
+	return r.Replace
+}
+
+// maskedError keeps the SDK error for errors.As while its text hides the address.
+type maskedError struct {
+	err  error
+	text string
+}
+
+func (e *maskedError) Error() string { return e.text }
+func (e *maskedError) Unwrap() error { return e.err }
