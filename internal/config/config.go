@@ -57,11 +57,11 @@ type Config struct {
 // Service is a calling service.
 type Service struct {
 	Name           string   `yaml:"name"`
-	APIKeys        []string `yaml:"api_keys"`         // local and dev; in AWS prefer api_key_secret
-	APIKeySecret   string   `yaml:"api_key_secret"`   // Secrets Manager secret name holding the key(s)
-	MaxConcurrency int      `yaml:"max_concurrency"`  // ingest consumers (Lambda MaximumConcurrency)
-	BatchSize      int      `yaml:"batch_size"`       // ingest messages per invocation
-	Lane           string   `yaml:"lane"`             // default lane for transactional sends: realtime
+	APIKeys        []string `yaml:"api_keys"`        // local and dev; in AWS prefer api_key_secret
+	APIKeySecret   string   `yaml:"api_key_secret"`  // Secrets Manager secret name holding the key(s)
+	MaxConcurrency int      `yaml:"max_concurrency"` // ingest consumers (Lambda MaximumConcurrency)
+	BatchSize      int      `yaml:"batch_size"`      // ingest messages per invocation
+	Lane           string   `yaml:"lane"`            // default lane for transactional sends: realtime
 }
 
 // Consumer mirrors an SQS event source mapping.
@@ -451,7 +451,7 @@ func Dev() *Config {
 			FCM:    FCM{Apps: map[string]FCMApp{"default": {ProjectID: "herald-sandbox"}}},
 			APNs:   APNs{Apps: map[string]APNsApp{"default": {Topic: "com.example.herald"}}},
 			SES:    SES{From: "Herald Sandbox <noreply@sandbox.herald.local>"},
-			Twilio: Twilio{AccountSID: "AC00000000000000000000000000000000", AuthToken: "sandbox-token", From: "+15005550006"},
+			Twilio: Twilio{AccountSID: "AC00000000000000000000000000000000", AuthToken: "sandboxtoken0000", From: "+15005550006"},
 		},
 		// A published key: contacts in a dev database are not secret. Real deployments set their own.
 		Contacts: Contacts{EncryptionKey: base64.StdEncoding.EncodeToString([]byte("herald-dev-only-not-a-secret-key"))},

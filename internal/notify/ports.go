@@ -43,8 +43,10 @@ type DeliveryStore interface {
 	CreateDeliveries(ctx context.Context, notificationID string, chunk int, ds []Delivery) (pending []string, err error)
 	// ClaimDeliveries moves each listed delivery that is PENDING, or SENDING with LeaseUntil
 	// before now, to SENDING with LeaseUntil = leaseUntil and Attempts+1, and returns the claimed
-	// deliveries. Deliveries that are terminal or leased by someone else are left out, not errors.
-	ClaimDeliveries(ctx context.Context, ids []string, now, leaseUntil time.Time) ([]Delivery, error)
+	// deliveries. It also returns as busy the IDs that are SENDING under a lease still running at
+	// now (someone else — or an earlier, crashed attempt — holds them): the caller must come back
+	// for those, since nothing else will. Terminal and unknown IDs are in neither list.
+	ClaimDeliveries(ctx context.Context, ids []string, now, leaseUntil time.Time) (claimed []Delivery, busy []string, err error)
 	// CompleteDeliveries applies senders' verdicts to deliveries that are SENDING. A terminal
 	// verdict adds to the notification's Stats atomically; PENDING releases for a retry. Updates
 	// for deliveries not in SENDING are ignored. Returns how many were applied.

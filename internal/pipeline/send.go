@@ -50,21 +50,43 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 	if !ok {
 		return notify.Errorf(notify.EINTERNAL, "send %s: no sender configured for provider %q", n.ID, sm.Provider)
 	}
-	start := p.clock.Now()
 	ids := make([]string, len(sm.Items))
 	byID := make(map[string]sendItem, len(sm.Items))
 	for i, it := range sm.Items {
 		ids[i] = it.DeliveryID
 		byID[it.DeliveryID] = it
 	}
-	claimed, err := p.store.ClaimDeliveries(ctx, ids, start, start.Add(p.cfg.SendLease))
+	// Wait for the provider's quota before claiming, so a lease covers only the send itself.
+	if p.limiter != nil && n.Status != notify.StatusCanceled {
+		if err := p.limiter.Wait(ctx, string(sm.Provider)+":"+sm.App, len(ids)); err != nil {
+			return notify.Wrap(notify.EUNAVAILABLE, err, "send %s: rate limit wait", n.ID)
+		}
+	}
+	start := p.clock.Now()
+	claimed, busy, err := p.store.ClaimDeliveries(ctx, ids, start, start.Add(p.cfg.SendLease))
 	if err != nil {
 		return fmt.Errorf("send %s: claim: %w", n.ID, err)
 	}
 	record := func() error {
 		return p.send(ctx, notify.LaneQueue(notify.StageRecord, lane(n)), n.Service, 0, recordMsg{NotificationID: n.ID})
 	}
-	if len(claimed) == 0 { // all sent or leased by another worker: nothing to do but make sure record looks
+	if len(busy) > 0 {
+		// Leased by another worker, or by an attempt of this very message that died: nobody else
+		// will come back for them, so a later message of ours must. (Deleting this message with
+		// them still SENDING would strand them.)
+		items := make([]sendItem, 0, len(busy))
+		for _, id := range busy {
+			items = append(items, byID[id])
+		}
+		later := sendMsg{NotificationID: n.ID, Provider: sm.Provider, App: sm.App, Retry: sm.Retry + 1, Items: items}
+		delay := notify.Backoff(sm.Retry+1, p.cfg.RetryBase, p.cfg.RetryMax, 0)
+		if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, delay, later); err != nil {
+			return fmt.Errorf("send %s: re-enqueue busy: %w", n.ID, err)
+		}
+		p.log.InfoContext(ctx, "deliveries leased elsewhere; checking again later", "notification_id", n.ID,
+			"provider", sm.Provider, "busy", len(busy), "retry_in", delay)
+	}
+	if len(claimed) == 0 { // all sent or leased elsewhere: nothing to do but make sure record looks
 		return record()
 	}
 	if n.Status == notify.StatusCanceled {
@@ -88,11 +110,6 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 			App: sm.App, Environment: it.Environment, Category: n.Category,
 			Content: p.contentFor(n, d.Channel, it.Locale), CollapseID: n.EffectiveCollapseID(),
 			Priority: n.Priority, TTL: n.TTL,
-		}
-	}
-	if p.limiter != nil {
-		if err := p.limiter.Wait(ctx, string(sm.Provider)+":"+sm.App, len(out)); err != nil {
-			return p.release(ctx, n.ID, claimed, fmt.Errorf("send %s: rate limit: %w", n.ID, err))
 		}
 	}
 	results, err := sender.Send(ctx, out)
@@ -170,20 +187,6 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 		"claimed", len(claimed), "sent", sent, "failed", failed, "retrying", len(retry), "retry_in", delay,
 		"failure_reasons", reasons, "duration_ms", now.Sub(start).Milliseconds())
 	return record()
-}
-
-// release puts claimed deliveries back to PENDING so a retry of this message can claim them
-// again at once, and returns err.
-func (p *Pipeline) release(ctx context.Context, nid string, claimed []notify.Delivery, err error) error {
-	ups := make([]notify.DeliveryUpdate, len(claimed))
-	now := p.clock.Now()
-	for i, d := range claimed {
-		ups[i] = notify.DeliveryUpdate{ID: d.ID, Status: notify.DeliveryPending, At: now}
-	}
-	if _, rerr := p.store.CompleteDeliveries(context.WithoutCancel(ctx), nid, ups); rerr != nil {
-		p.log.WarnContext(ctx, "release claimed deliveries", "notification_id", nid, "error", rerr)
-	}
-	return err
 }
 
 func (p *Pipeline) contentFor(n *notify.Notification, ch notify.Channel, locale string) notify.Content {

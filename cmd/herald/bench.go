@@ -1,0 +1,7 @@
+package main
+
+import "errors"
+
+func runBench(args []string) error {
+	return errors.New("not built yet")
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"herald/internal/config"
+	"herald/internal/local"
+)
+
+func runDev(args []string) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "API listen address")
+	data := fs.String("data", "./.herald", "data directory (SQLite store and queue, sandbox record)")
+	cfgPath := fs.String("config", "", "herald.yaml; empty runs the development config (service demo, key dev-demo-key, sandbox providers)")
+	sandboxAddr := fs.String("sandbox-addr", "127.0.0.1:0", "sandbox providers' plain-HTTP address")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	slog.SetDefault(log)
+
+	cfg := config.Dev()
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rt, err := local.Start(ctx, local.Options{Config: cfg, DataDir: *data, Addr: *addr, SandboxAddr: *sandboxAddr, Logger: log})
+	if err != nil {
+		return err
+	}
+	log.Info("herald dev started", "api", rt.URL, "data", *data, "config", cfg.Redacted().Env, "services", cfg.ServiceNames())
+	printBanner(rt, cfg, *cfgPath == "")
+	<-ctx.Done()
+	stop()
+	log.Info("shutting down: draining in-flight work (up to 30s)")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := rt.Shutdown(sctx); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func printBanner(rt *local.Runtime, cfg *config.Config, dev bool) {
+	u := rt.URL
+	fmt.Printf("\nHerald is running.\n\n  API       %s   (OpenAPI: %s/openapi.json)\n", u, u)
+	if rt.Sandbox != nil {
+		fmt.Printf("  Sandbox   %s/sandbox/deliveries   (what the fake FCM, APNs, SES and Twilio received)\n", u)
+	}
+	if !dev {
+		fmt.Printf("  Services  %v\n\n", cfg.ServiceNames())
+		return
+	}
+	fmt.Printf(`  Service   demo, API key dev-demo-key
+
+Try it (paste into another terminal):
+
+  K='Authorization: Bearer dev-demo-key'
+  curl -s -XPUT %[1]s/v1/users/alice/devices/fcm-alice-phone -H "$K" -d '{"platform":"fcm"}'
+  curl -s -XPUT %[1]s/v1/users/alice/devices/apns-alice-ipad -H "$K" -d '{"platform":"apns"}'
+  curl -s -XPUT %[1]s/v1/users/alice/contacts -H "$K" -d '{"email":"alice@example.com","phone":"+821012345678"}'
+  curl -s -XPOST %[1]s/v1/notifications -H "$K" -d '{
+    "idempotency_key": "order-1001-shipped",
+    "channels": ["push", "email", "sms", "inbox"],
+    "content": {"title": "Your order shipped", "body": "Order #1001 is on its way."},
+    "recipients": [{"user_id": "alice"}]}'
+  curl -s %[1]s/v1/notifications/<id from above> -H "$K"
+  curl -s %[1]s/v1/users/alice/inbox -H "$K"
+  curl -s %[1]s/sandbox/deliveries
+
+`, u)
+}

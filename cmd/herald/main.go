@@ -1,0 +1,45 @@
+// Command herald is Herald's CLI: `herald dev` runs the whole stack as one local process,
+// `herald send` sends a notification through a running API, `herald bench` measures throughput.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `herald — notifications you can trust
+
+Usage:
+  herald dev   [--addr 127.0.0.1:8080] [--data ./.herald] [--config herald.yaml]
+  herald send  [--api URL] [--key KEY] --to user:ID|email:ADDR|phone:E164|fcm:TOKEN|apns:TOKEN[,…]
+               [--channels push,inbox] [--title T] --body B [--idempotency-key K] [--wait]
+  herald bench [--recipients 100000]
+
+Run "herald <command> -h" for a command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "dev":
+		err = runDev(os.Args[2:])
+	case "send":
+		err = runSend(os.Args[2:])
+	case "bench":
+		err = runBench(os.Args[2:])
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "herald: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "herald %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,294 @@
+// Package api is Herald's HTTP API as one http.Handler: services send notifications and read
+// their status; their backends register devices, contacts and preferences and serve users'
+// inboxes. The same handler is served by the local runtime and, behind API Gateway, by the API
+// Lambda through aws-lambda-go-api-proxy. It is written against the ports in internal/notify only.
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"herald/internal/notify"
+)
+
+// DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Options configure the handler. Store and Queue are required.
+type Options struct {
+	Store notify.Store
+	Queue notify.Producer
+	Clock notify.Clock // default notify.SystemClock
+	// Keys maps a bearer API key to the service it authenticates.
+	Keys map[string]string
+	// MaxBodyBytes limits request bodies; default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger receives the access log and internal errors; default discards.
+	Logger *slog.Logger
+	// Extra registers more handlers by mux pattern (e.g. "GET /sandbox/deliveries"). They need no
+	// API key and share the access log and panic recovery.
+	Extra map[string]http.Handler
+}
+
+// route is one endpoint. This table is the only list of Herald's routes: New registers it on the
+// mux and the OpenAPI test checks openapi.json against it.
+type route struct {
+	Method string
+	Path   string // a Go ServeMux path, which is also the OpenAPI path
+	Public bool   // served without an API key
+	handle func(s *server, w http.ResponseWriter, r *http.Request) error
+}
+
+var routes = []route{
+	{Method: "GET", Path: "/healthz", Public: true, handle: (*server).health},
+	{Method: "GET", Path: "/openapi.json", Public: true, handle: (*server).openAPI},
+
+	{Method: "POST", Path: "/v1/notifications", handle: (*server).createNotification},
+	{Method: "GET", Path: "/v1/notifications/{id}", handle: (*server).getNotification},
+
+	{Method: "PUT", Path: "/v1/users/{user}/devices/{token}", handle: (*server).putDevice},
+	{Method: "DELETE", Path: "/v1/users/{user}/devices/{token}", handle: (*server).deleteDevice},
+	{Method: "PUT", Path: "/v1/users/{user}/contacts", handle: (*server).putContacts},
+	{Method: "GET", Path: "/v1/users/{user}/preferences", handle: (*server).getPreferences},
+	{Method: "PUT", Path: "/v1/users/{user}/preferences", handle: (*server).putPreferences},
+
+	{Method: "GET", Path: "/v1/users/{user}/inbox", handle: (*server).listInbox},
+	{Method: "GET", Path: "/v1/users/{user}/inbox/unread-count", handle: (*server).unreadCount},
+	{Method: "POST", Path: "/v1/users/{user}/inbox/read-all", handle: (*server).markAllRead},
+	{Method: "POST", Path: "/v1/users/{user}/inbox/{id}/read", handle: (*server).markRead},
+	{Method: "DELETE", Path: "/v1/users/{user}/inbox/{id}", handle: (*server).deleteInboxItem},
+}
+
+// probeMethods are tried to tell a wrong method (405) from an unknown path (404).
+var probeMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
+
+type server struct {
+	store   notify.Store
+	queue   notify.Producer
+	clock   notify.Clock
+	keys    []apiKey
+	maxBody int64
+	log     *slog.Logger
+	mux     *http.ServeMux
+}
+
+type apiKey struct {
+	sum     [sha256.Size]byte
+	service string
+}
+
+// New returns Herald's HTTP API. It panics if Store or Queue is missing or an Extra pattern
+// conflicts with a route: both are wiring mistakes that main should fail on at start.
+func New(o Options) http.Handler {
+	if o.Store == nil || o.Queue == nil {
+		panic("api.New: Options.Store and Options.Queue are required")
+	}
+	s := &server{
+		store:   o.Store,
+		queue:   o.Queue,
+		clock:   o.Clock,
+		maxBody: o.MaxBodyBytes,
+		log:     o.Logger,
+		mux:     http.NewServeMux(),
+	}
+	if s.clock == nil {
+		s.clock = notify.SystemClock{}
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	for key, service := range o.Keys {
+		if key == "" || service == "" {
+			continue // an empty key must never match an empty or missing header
+		}
+		s.keys = append(s.keys, apiKey{sum: sha256.Sum256([]byte(key)), service: service})
+	}
+	for _, rt := range routes {
+		s.mux.Handle(rt.Method+" "+rt.Path, s.endpoint(rt))
+	}
+	for pattern, h := range o.Extra {
+		s.mux.Handle(pattern, h)
+	}
+	s.mux.HandleFunc("/", s.unmatched)
+	return s
+}
+
+// requestInfo is filled in while a request is served and read by the access log.
+type requestInfo struct {
+	service   string
+	unmatched bool
+}
+
+type infoKey struct{}
+
+func infoOf(r *http.Request) *requestInfo {
+	if i, ok := r.Context().Value(infoKey{}).(*requestInfo); ok {
+		return i
+	}
+	return &requestInfo{}
+}
+
+// serviceOf is the service the request's API key authenticated.
+func serviceOf(r *http.Request) string { return infoOf(r).service }
+
+// ServeHTTP serves one request with panic recovery and one access log line. The line carries
+// the route pattern, never the path: paths hold user ids and device tokens.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	info := &requestInfo{}
+	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.ErrorContext(r.Context(), "panic serving request",
+				slog.String("method", r.Method), slog.String("route", r.Pattern),
+				slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
+			if !sw.wroteHeader {
+				writeJSON(sw, http.StatusInternalServerError, errorBody{Error: errorDetail{Code: notify.EINTERNAL, Message: "internal error"}})
+			} else {
+				sw.status = http.StatusInternalServerError // the response is cut short; log it as failed
+			}
+		}
+		route := r.Pattern
+		if info.unmatched {
+			route = ""
+		}
+		level := slog.LevelInfo
+		if sw.status >= 500 {
+			level = slog.LevelError
+		}
+		s.log.LogAttrs(r.Context(), level, "http request",
+			slog.String("method", r.Method),
+			slog.String("route", route),
+			slog.Int("status", sw.code()),
+			slog.Duration("duration", time.Since(start)),
+			slog.String("service", info.service),
+			slog.Int64("bytes", sw.bytes))
+	}()
+	s.mux.ServeHTTP(sw, r)
+}
+
+// endpoint wraps a route's handler with authentication, path parameter checks and error
+// rendering.
+func (s *server) endpoint(rt route) http.Handler {
+	params := pathParams(rt.Path)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !rt.Public {
+			service, err := s.authenticate(r)
+			if err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+				s.writeError(w, r, err)
+				return
+			}
+			infoOf(r).service = service
+		}
+		for _, p := range params {
+			if err := checkPathParam(p, r.PathValue(p)); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
+		if err := rt.handle(s, w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// authenticate returns the service of the request's bearer key. Every configured key is
+// compared, in constant time, against a hash of the presented one, so neither a key's content
+// nor its length leaks through timing.
+func (s *server) authenticate(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	scheme, token, _ := strings.Cut(h, " ")
+	token = strings.TrimSpace(token)
+	if h == "" || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", notify.Errorf(notify.EUNAUTHORIZED, "missing API key: send the header Authorization: Bearer <key>")
+	}
+	sum := sha256.Sum256([]byte(token))
+	service := ""
+	for _, k := range s.keys {
+		if subtle.ConstantTimeCompare(sum[:], k.sum[:]) == 1 {
+			service = k.service
+		}
+	}
+	if service == "" {
+		return "", notify.Errorf(notify.EUNAUTHORIZED, "unknown API key")
+	}
+	return service, nil
+}
+
+// unmatched answers requests no route matches: 405 with Allow when the path exists under
+// another method, 404 otherwise, both as JSON.
+func (s *server) unmatched(w http.ResponseWriter, r *http.Request) {
+	infoOf(r).unmatched = true
+	var allow []string
+	for _, m := range probeMethods {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+			if m == "GET" {
+				allow = append(allow, "HEAD")
+			}
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: errorDetail{
+			Code:    "method_not_allowed",
+			Message: fmt.Sprintf("method %s is not allowed here; allowed: %s", r.Method, strings.Join(allow, ", ")),
+		}})
+		return
+	}
+	s.writeError(w, r, notify.Errorf(notify.ENOTFOUND, "no such endpoint; see GET /openapi.json"))
+}
+
+func (s *server) health(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// statusWriter remembers what was written, for the access log and panic recovery.
+type statusWriter struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+	bytes       int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.status = code
+		w.wroteHeader = true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,227 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"herald/internal/notify"
+)
+
+// errorBody is every error response: {"error": {"code", "field", "message"}}.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// statusFor maps an error code to an HTTP status. Codes a caller can do nothing about are 500.
+func statusFor(code string) int {
+	switch code {
+	case notify.EINVALID:
+		return http.StatusBadRequest
+	case notify.EUNAUTHORIZED:
+		return http.StatusUnauthorized
+	case notify.ENOTFOUND:
+		return http.StatusNotFound
+	case notify.ECONFLICT:
+		return http.StatusConflict
+	case notify.ETOOLARGE:
+		return http.StatusRequestEntityTooLarge
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// writeError renders err. A 500 carries a generic message; its detail goes only to the log.
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := notify.ErrorCode(err)
+	status := statusFor(code)
+	d := errorDetail{Code: code, Message: notify.ErrorMessage(err)}
+	var e *notify.Error
+	if errors.As(err, &e) {
+		d.Field = e.Field
+	}
+	if status == http.StatusInternalServerError {
+		s.log.ErrorContext(r.Context(), "request failed",
+			slog.String("method", r.Method), slog.String("route", r.Pattern),
+			slog.String("service", serviceOf(r)), slog.String("code", code), slog.String("error", err.Error()))
+		d = errorDetail{Code: code, Message: "internal error; it has been logged, try again later"}
+	}
+	writeJSON(w, status, errorBody{Error: d})
+}
+
+// writeJSON writes v with status. v is always one of this package's response types, so a
+// marshalling failure is a bug; it still gets a well-formed 500.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// decode reads the request body as exactly one JSON value into v, strictly: unknown fields,
+// wrong types, trailing data and bodies over the limit are errors naming what was wrong.
+func (s *server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, s.maxBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err, s.maxBody)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return decodeError(err, s.maxBody)
+		}
+		return notify.Errorf(notify.EINVALID, "unexpected data after the JSON object (at byte offset %d)", dec.InputOffset())
+	}
+	return nil
+}
+
+// decodeError translates an encoding/json error into a caller-facing *notify.Error.
+func decodeError(err error, limit int64) error {
+	var (
+		tooBig    *http.MaxBytesError
+		syntax    *json.SyntaxError
+		typ       *json.UnmarshalTypeError
+		timeParse *time.ParseError
+	)
+	switch {
+	case errors.As(err, &tooBig):
+		return &notify.Error{Code: notify.ETOOLARGE, Message: fmt.Sprintf("request body is larger than %d bytes", limit)}
+	case errors.Is(err, io.EOF):
+		return notify.Errorf(notify.EINVALID, "request body is empty; send a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return notify.Errorf(notify.EINVALID, "malformed JSON: the body ends in the middle of a value")
+	case errors.As(err, &syntax):
+		return notify.Errorf(notify.EINVALID, "malformed JSON at byte offset %d: %s", syntax.Offset, syntax.Error())
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return notify.Errorf(notify.EINVALID, "the body must be %s, not %s", jsonKind(typ.Type), typ.Value)
+		}
+		return notify.FieldError(typ.Field, "must be %s, not %s", jsonKind(typ.Type), typ.Value)
+	case errors.As(err, &timeParse):
+		// encoding/json does not say which field held the time; callers that know set Field.
+		return &notify.Error{Code: notify.EINVALID, Err: timeParse,
+			Message: fmt.Sprintf("a time is not in RFC 3339 format (e.g. 2026-05-01T10:00:00+09:00): %q", timeParse.Value)}
+	}
+	// encoding/json reports unknown fields only as text: `json: unknown field "x"`.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, _ = strconv.Unquote(name)
+		return notify.FieldError(name, "unknown field %q", name)
+	}
+	return notify.Errorf(notify.EINVALID, "malformed JSON: %s", err.Error())
+}
+
+// jsonKind names the JSON type a Go type is decoded from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a different type"
+	}
+	if t == reflect.TypeFor[time.Time]() {
+		return "an RFC 3339 time string"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "a " + t.Kind().String()
+}
+
+// printable is 1+ printable ASCII characters without spaces.
+var printable = regexp.MustCompile(`^[\x21-\x7e]+$`)
+
+// pathParamLimits are the maximum lengths of path parameters; every one is printable ASCII.
+var pathParamLimits = map[string]int{
+	"user":  128,
+	"id":    128,
+	"token": 4096,
+}
+
+// pathParams lists the {name} wildcards of a mux path.
+func pathParams(path string) []string {
+	var out []string
+	for _, seg := range strings.Split(path, "/") {
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+			out = append(out, strings.TrimSuffix(strings.TrimPrefix(seg, "{"), "}"))
+		}
+	}
+	return out
+}
+
+func checkPathParam(name, v string) error {
+	limit := pathParamLimits[name]
+	if limit == 0 {
+		limit = 128
+	}
+	if len(v) > limit || !printable.MatchString(v) {
+		return notify.FieldError(name, "must be 1–%d printable ASCII characters without spaces", limit)
+	}
+	return nil
+}
+
+// queryLimit parses ?limit=, default def, between 1 and max.
+func queryLimit(r *http.Request, def, max int) (int, error) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > max {
+		return 0, notify.FieldError("limit", "must be an integer between 1 and %d", max)
+	}
+	return n, nil
+}
+
+// queryCursor returns ?cursor=, an opaque value from an earlier next_cursor.
+func queryCursor(r *http.Request) (string, error) {
+	c := r.URL.Query().Get("cursor")
+	if len(c) > 2048 {
+		return "", notify.FieldError("cursor", "too long; pass back the next_cursor of the previous page unchanged")
+	}
+	return c, nil
+}
+
+// utc renders times in UTC, whatever zone the clock or store returned them in.
+func utc(t time.Time) time.Time { return t.UTC() }
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

@@ -1,0 +1,85 @@
+package apns
+
+import (
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/sideshow/apns2"
+	"github.com/sideshow/apns2/payload"
+
+	"herald/internal/notify"
+)
+
+// maxCollapseID is APNs's limit on apns-collapse-id.
+const maxCollapseID = 64
+
+// apnsIDSpace namespaces apns-ids derived from delivery ids.
+var apnsIDSpace = uuid.MustParse("6f1d7a52-3c1e-4f2b-9a57-2f7c0c1f8e11")
+
+// toNotification builds the APNs request for m. It is pure: now only dates the expiration.
+//
+//   - aps.alert title and body; sound "default" for high priority; mutable-content with an
+//     image, whose URL goes in the top-level "image" key for the notification service extension
+//   - custom data keys at the top level ("aps" is never overwritten), plus "link" = Content.Link
+//     (the link and image win over data keys of the same name)
+//   - apns-collapse-id = CollapseID, cut to 64 bytes on a character boundary
+//   - apns-priority 10 for high (and unset), 5 for normal; apns-expiration = now + TTL when TTL > 0
+//   - apns-push-type alert, apns-topic = topic, apns-id derived from the delivery id, so every
+//     attempt of one delivery carries the same id in Apple's and the sandbox's records
+func toNotification(m notify.OutboundMessage, topic string, now time.Time) *apns2.Notification {
+	c := m.Content
+	high := m.Priority != notify.PriorityNormal
+	p := payload.NewPayload()
+	if c.Title != "" {
+		p.AlertTitle(c.Title)
+	}
+	if c.Body != "" {
+		p.AlertBody(c.Body)
+	}
+	if high {
+		p.Sound("default")
+	}
+	for k, v := range c.Data {
+		if k != "aps" {
+			p.Custom(k, v)
+		}
+	}
+	if c.Link != "" {
+		p.Custom("link", c.Link)
+	}
+	if c.ImageURL != "" {
+		p.MutableContent()
+		p.Custom("image", c.ImageURL)
+	}
+
+	n := &apns2.Notification{
+		DeviceToken: m.Address,
+		Topic:       topic,
+		CollapseID:  truncate(m.CollapseID, maxCollapseID),
+		Priority:    apns2.PriorityHigh,
+		PushType:    apns2.PushTypeAlert,
+		Payload:     p,
+	}
+	if !high {
+		n.Priority = apns2.PriorityLow
+	}
+	if m.TTL > 0 {
+		n.Expiration = now.Add(m.TTL)
+	}
+	if m.DeliveryID != "" {
+		n.ApnsID = uuid.NewSHA1(apnsIDSpace, []byte(m.DeliveryID)).String()
+	}
+	return n
+}
+
+// truncate shortens s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,291 @@
+// Package fcm sends push notifications through Firebase Cloud Messaging (HTTP v1) with the
+// Firebase Admin SDK. It implements notify.Sender: one firebase App and messaging.Client per
+// configured app, built once; messages with identical payloads go out as one multicast.
+package fcm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	firebase "firebase.google.com/go/v4"
+	"firebase.google.com/go/v4/messaging"
+	"golang.org/x/sync/semaphore"
+	"google.golang.org/api/option"
+	htransport "google.golang.org/api/transport/http"
+
+	"herald/internal/notify"
+)
+
+// MaxBatch is FCM's multicast limit and the most messages one Send call takes.
+const MaxBatch = 500
+
+// DefaultMaxConcurrency is the default bound on HTTP requests in flight. Over HTTP/1.1 every
+// in-flight request holds its own connection; past ~100 the connection pool churns and
+// throughput drops, so 100 is where plain HTTP/1.1 is fastest.
+const DefaultMaxConcurrency = 100
+
+// sdkWorkers is how many requests one SendEachForMulticast keeps in flight (fixed by the SDK).
+const sdkWorkers = 50
+
+// requestTimeout bounds one HTTP request of the sender's own client.
+const requestTimeout = 30 * time.Second
+
+// scopes are what FCM HTTP v1 needs of a service account.
+var scopes = []string{
+	"https://www.googleapis.com/auth/cloud-platform",
+	"https://www.googleapis.com/auth/firebase.messaging",
+}
+
+// App is one Firebase project messages are sent through.
+type App struct {
+	ProjectID string
+	// Endpoint is the FCM base URL, e.g. a sandbox URL + "/v1"; "" means Google's.
+	Endpoint string
+	// CredentialsJSON is a service-account key. nil with Endpoint set means no authentication
+	// (the sandbox); nil without Endpoint means Application Default Credentials.
+	CredentialsJSON []byte
+}
+
+// LogValue keeps the credentials out of logs.
+func (a App) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("project_id", a.ProjectID),
+		slog.String("endpoint", a.Endpoint),
+		slog.Bool("credentials", a.CredentialsJSON != nil),
+	)
+}
+
+// Config configures a Sender.
+type Config struct {
+	// Apps maps the app name carried by deliveries ("default") to its Firebase project.
+	Apps map[string]App
+	// HTTPClient, when set, carries every request (e.g. an HTTP/2 client); the Sender adds
+	// authentication on top of its transport when an app needs it. nil: the Sender's own
+	// HTTP/1.1-or-2 client with a connection pool sized to MaxConcurrency.
+	HTTPClient *http.Client
+	// MaxConcurrency bounds HTTP requests in flight across all Send calls; default 100.
+	MaxConcurrency int
+}
+
+// Validate reports every problem in c.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Apps) == 0 {
+		errs = append(errs, errors.New("fcm: at least one app is required"))
+	}
+	for name, a := range c.Apps {
+		if a.ProjectID == "" {
+			errs = append(errs, fmt.Errorf("fcm: app %q: project id is required", name))
+		}
+		if a.Endpoint != "" {
+			if u, err := url.Parse(a.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				errs = append(errs, fmt.Errorf("fcm: app %q: endpoint %q is not an http(s) URL", name, a.Endpoint))
+			}
+		}
+	}
+	if c.MaxConcurrency < 0 {
+		errs = append(errs, fmt.Errorf("fcm: max concurrency %d is negative", c.MaxConcurrency))
+	}
+	return errors.Join(errs...)
+}
+
+// Sender delivers push messages through FCM. It is safe for concurrent use.
+type Sender struct {
+	apps        map[string]*messaging.Client
+	inFlight    *semaphore.Weighted
+	maxInFlight int
+	transport   *http.Transport // the Sender's own, closed by Close; nil when Config.HTTPClient is used
+	now         func() time.Time
+}
+
+var _ notify.Sender = (*Sender)(nil)
+
+// New builds a messaging client for every app. It fails if any app's credentials cannot be
+// loaded; it makes no network call.
+func New(ctx context.Context, cfg Config) (*Sender, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Sender{
+		apps:        make(map[string]*messaging.Client, len(cfg.Apps)),
+		maxInFlight: cfg.MaxConcurrency,
+		now:         time.Now,
+	}
+	if s.maxInFlight == 0 {
+		s.maxInFlight = DefaultMaxConcurrency
+	}
+	s.inFlight = semaphore.NewWeighted(int64(s.maxInFlight))
+
+	hc := cfg.HTTPClient
+	if hc == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConns = max(t.MaxIdleConns, 2*s.maxInFlight)
+		t.MaxIdleConnsPerHost = s.maxInFlight
+		t.ForceAttemptHTTP2 = true
+		s.transport = t
+		hc = &http.Client{Transport: t, Timeout: requestTimeout}
+	}
+	for name, a := range cfg.Apps {
+		client, err := appHTTPClient(ctx, hc, a)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("fcm: app %q: credentials: %w", name, err)
+		}
+		opts := []option.ClientOption{option.WithHTTPClient(client)}
+		if a.Endpoint != "" {
+			opts = append(opts, option.WithEndpoint(a.Endpoint))
+		}
+		fa, err := firebase.NewApp(ctx, &firebase.Config{ProjectID: a.ProjectID}, opts...)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("fcm: app %q: %w", name, err)
+		}
+		mc, err := fa.Messaging(ctx)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("fcm: app %q: messaging client: %w", name, err)
+		}
+		s.apps[name] = mc
+	}
+	return s, nil
+}
+
+// appHTTPClient returns hc with authentication for app a added to its transport: the service
+// account when given, none for a custom endpoint without one, else Application Default
+// Credentials.
+func appHTTPClient(ctx context.Context, hc *http.Client, a App) (*http.Client, error) {
+	if a.Endpoint != "" && a.CredentialsJSON == nil {
+		return hc, nil
+	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	opts := []option.ClientOption{option.WithScopes(scopes...), option.WithTelemetryDisabled()}
+	if a.CredentialsJSON != nil {
+		opts = append(opts, option.WithCredentialsJSON(a.CredentialsJSON))
+	}
+	rt, err := htransport.NewTransport(ctx, base, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: rt, Timeout: hc.Timeout, CheckRedirect: hc.CheckRedirect, Jar: hc.Jar}, nil
+}
+
+// Close releases the Sender's idle connections. A Config.HTTPClient belongs to the caller.
+func (s *Sender) Close() error {
+	if s.transport != nil {
+		s.transport.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Provider is FCM.
+func (s *Sender) Provider() notify.Provider { return notify.ProviderFCM }
+
+// MaxBatch is FCM's multicast limit, 500.
+func (s *Sender) MaxBatch() int { return MaxBatch }
+
+// Send delivers msgs and returns one result per message in input order. Messages that resolve
+// to the same payload share one multicast. Per-message failures carry EDEADADDRESS, EREJECTED,
+// ETHROTTLED (with RetryAfter), EUNAVAILABLE, EAUTH or EINTERNAL; an unknown app or an empty
+// token is EREJECTED. The call itself fails only with ETOOLARGE for more than MaxBatch messages.
+func (s *Sender) Send(ctx context.Context, msgs []notify.OutboundMessage) ([]notify.SendResult, error) {
+	if len(msgs) > MaxBatch {
+		return nil, notify.Errorf(notify.ETOOLARGE, "fcm: %d messages in one send; at most %d", len(msgs), MaxBatch)
+	}
+	results := make([]notify.SendResult, len(msgs))
+	for i := range msgs {
+		results[i].DeliveryID = msgs[i].DeliveryID
+		if msgs[i].Address == "" {
+			results[i].Err = notify.Errorf(notify.EREJECTED, "fcm: empty registration token")
+		}
+	}
+
+	// Bigger chunks than the in-flight bound would break it: the SDK runs 50 requests per call.
+	chunkSize := MaxBatch
+	if s.maxInFlight < sdkWorkers {
+		chunkSize = s.maxInFlight
+	}
+	now := s.now()
+	var wg sync.WaitGroup
+	for _, g := range groupByPayload(msgs) {
+		client, ok := s.apps[msgs[g[0]].App]
+		if !ok {
+			for _, i := range g {
+				results[i].Err = notify.Errorf(notify.EREJECTED, "fcm: unknown app %q (not in the fcm config)", msgs[i].App)
+			}
+			continue
+		}
+		tmpl := toMessage(msgs[g[0]], now)
+		for start := 0; start < len(g); start += chunkSize {
+			chunk := g[start:min(start+chunkSize, len(g))]
+			weight := int64(min(len(chunk), sdkWorkers))
+			if err := s.inFlight.Acquire(ctx, weight); err != nil {
+				for _, i := range chunk {
+					results[i].Err = classify(err, msgs[i].Address)
+				}
+				continue
+			}
+			wg.Go(func() {
+				defer s.inFlight.Release(weight)
+				sendChunk(ctx, client, tmpl, msgs, chunk, results)
+			})
+		}
+	}
+	wg.Wait()
+	return results, nil
+}
+
+// sendChunk sends one multicast for the messages msgs[i], i in idx, and fills their results.
+func sendChunk(ctx context.Context, client *messaging.Client, tmpl *messaging.Message, msgs []notify.OutboundMessage, idx []int, results []notify.SendResult) {
+	tokens := make([]string, len(idx))
+	for j, i := range idx {
+		tokens[j] = msgs[i].Address
+	}
+	br, err := client.SendEachForMulticast(ctx, toMulticast(tmpl, tokens))
+	if err == nil && len(br.Responses) != len(idx) {
+		err = fmt.Errorf("fcm: %d responses for %d tokens", len(br.Responses), len(idx))
+	}
+	if err != nil {
+		for _, i := range idx {
+			results[i].Err = classify(err, msgs[i].Address)
+		}
+		return
+	}
+	for j, r := range br.Responses {
+		i := idx[j]
+		if r.Success {
+			results[i].ProviderMessageID = r.MessageID
+		} else {
+			results[i].Err = classify(r.Error, msgs[i].Address)
+		}
+	}
+}
+
+// groupByPayload returns the indices of msgs grouped by identical resolved payload (and app), in
+// order of first appearance. Messages without a token form no group; they get no request.
+func groupByPayload(msgs []notify.OutboundMessage) [][]int {
+	var groups [][]int
+	byKey := make(map[string]int, 1)
+	for i := range msgs {
+		if msgs[i].Address == "" {
+			continue
+		}
+		k := payloadKey(&msgs[i])
+		g, ok := byKey[k]
+		if !ok {
+			g = len(groups)
+			byKey[k] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}

@@ -1,0 +1,286 @@
+// Package local is Herald's local runtime (`herald dev`): one process wiring the SQLite store and
+// queue, worker pools that mirror Lambda's SQS event source mappings, the scheduler loop, the HTTP
+// API and — in sandbox mode — fake providers on 127.0.0.1. It runs the same stage functions as
+// the Lambdas.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"herald/internal/api"
+	"herald/internal/config"
+	"herald/internal/notify"
+	"herald/internal/pipeline"
+	"herald/internal/ratelimit"
+	"herald/internal/sandbox"
+	"herald/internal/seal"
+	"herald/internal/sqlite"
+)
+
+// Options configure a Runtime.
+type Options struct {
+	Config      *config.Config
+	DataDir     string // holds store.db, queue.db and the sandbox's record
+	Addr        string // API listen address, default 127.0.0.1:8080
+	SandboxAddr string // sandbox plain-HTTP address, default 127.0.0.1:0
+	Logger      *slog.Logger
+	Clock       notify.Clock
+}
+
+// Runtime is a running local Herald.
+type Runtime struct {
+	Store     *sqlite.Store
+	Queue     *sqlite.Queue
+	Scheduler *sqlite.Scheduler
+	Sandbox   *sandbox.Server // nil unless Config.Sandbox
+	Pipeline  *pipeline.Pipeline
+	URL       string // API base URL
+
+	cfg     *config.Config
+	log     *slog.Logger
+	clock   notify.Clock
+	storeDB *sqlite.DB
+	queueDB *sqlite.DB
+	server  *http.Server
+	cancel  context.CancelFunc
+	workers sync.WaitGroup
+	loops   sync.WaitGroup
+	closers []func() error
+}
+
+// Start opens the databases, starts the sandbox (if configured), the workers, the scheduler loop
+// and the API. On error everything started so far is stopped.
+func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
+	if o.Config == nil {
+		return nil, errors.New("local: no config")
+	}
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:8080"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = notify.SystemClock{}
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("local: data dir: %w", err)
+	}
+	r := &Runtime{cfg: o.Config, log: o.Logger, clock: o.Clock}
+	defer func() {
+		if err != nil {
+			r.closeAll()
+		}
+	}()
+
+	box, err := seal.FromBase64(o.Config.Contacts.EncryptionKey)
+	if err != nil {
+		return nil, fmt.Errorf("local: contacts.encryption_key: %w", err)
+	}
+	if r.storeDB, err = sqlite.Open(filepath.Join(o.DataDir, "store.db")); err != nil {
+		return nil, err
+	}
+	r.closers = append(r.closers, r.storeDB.Close)
+	if r.Store, err = sqlite.NewStore(r.storeDB, box); err != nil {
+		return nil, err
+	}
+	if r.Scheduler, err = sqlite.NewScheduler(r.storeDB); err != nil {
+		return nil, err
+	}
+	if r.queueDB, err = sqlite.Open(filepath.Join(o.DataDir, "queue.db")); err != nil {
+		return nil, err
+	}
+	r.closers = append(r.closers, r.queueDB.Close)
+	consumers := r.consumers()
+	var qcfgs []notify.QueueConfig
+	for _, c := range consumers {
+		qcfgs = append(qcfgs,
+			notify.QueueConfig{Name: c.Queue, VisibilityTimeout: c.Visibility, MaxReceiveCount: c.maxReceive, DLQ: c.DLQ},
+			notify.QueueConfig{Name: c.DLQ, VisibilityTimeout: c.Visibility})
+	}
+	if r.Queue, err = sqlite.NewQueue(r.queueDB, qcfgs, o.Clock); err != nil {
+		return nil, err
+	}
+	r.closers = append([]func() error{func() error { r.Queue.Close(); return nil }}, r.closers...)
+
+	if o.Config.Sandbox {
+		r.Sandbox, err = sandbox.Start(sandbox.Options{
+			Addr:       o.SandboxAddr,
+			RecordFile: filepath.Join(o.DataDir, "sandbox-deliveries.jsonl"),
+			Logger:     o.Logger,
+			OnBounce: func(env []byte) {
+				if err := r.Queue.Send(context.Background(), notify.StageBounce, notify.OutMessage{Body: env}); err != nil {
+					o.Logger.Error("sandbox: enqueue SES feedback", "error", err)
+				}
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		r.closers = append([]func() error{r.Sandbox.Close}, r.closers...)
+	}
+	senders, closeSenders, err := buildSenders(ctx, o.Config, r.Sandbox)
+	if err != nil {
+		return nil, err
+	}
+	r.closers = append([]func() error{closeSenders}, r.closers...)
+
+	p := o.Config.Providers
+	limiter := ratelimit.New(map[string]ratelimit.Rate{
+		string(notify.ProviderFCM):    {PerSecond: p.FCM.RatePerSecond},
+		string(notify.ProviderAPNs):   {PerSecond: p.APNs.RatePerSecond},
+		string(notify.ProviderSES):    {PerSecond: p.SES.RatePerSecond},
+		string(notify.ProviderTwilio): {PerSecond: p.Twilio.RatePerSecond},
+	}, o.Clock)
+	r.Pipeline = pipeline.New(pipeline.Deps{
+		Store: r.Store, Queue: r.Queue, Senders: senders, Limiter: limiter, Clock: o.Clock, Logger: o.Logger,
+	}, pipeline.Config{
+		MaxAttempts: o.Config.Retry.MaxAttempts,
+		RetryBase:   o.Config.Retry.Base.D(),
+		RetryMax:    o.Config.Retry.Max.D(),
+		SendLease:   o.Config.Lanes["realtime"].Send.VisibilityTimeout.D(),
+		InboxTTL:    o.Config.Inbox.TTL.D(),
+	})
+
+	// API first, so a port conflict fails before any work starts.
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("local: listen %s: %w", o.Addr, err)
+	}
+	r.URL = "http://" + ln.Addr().String()
+	extra := map[string]http.Handler{}
+	if r.Sandbox != nil {
+		extra["GET /sandbox/deliveries"] = r.Sandbox.Handler()
+		extra["DELETE /sandbox/deliveries"] = r.Sandbox.Handler()
+	}
+	r.server = &http.Server{
+		Handler: api.New(api.Options{
+			Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() {
+		if err := r.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			o.Logger.Error("api server stopped", "error", err)
+		}
+	}()
+
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.cancel = cancel
+	for _, c := range consumers {
+		c.Handler = r.handlerFor(c)
+		pool(wctx, r.Queue, c.Consumer, o.Logger, &r.workers)
+	}
+	r.loops.Add(1)
+	go r.schedulerLoop(wctx)
+	return r, nil
+}
+
+type consumer struct {
+	Consumer
+	stage      string
+	service    string
+	maxReceive int
+}
+
+// consumers lists every queue the local runtime drains, with its event-source-mapping settings.
+func (r *Runtime) consumers() []consumer {
+	cfg := r.cfg
+	mk := func(queue, stage, service string, c config.Consumer) consumer {
+		return consumer{Consumer: Consumer{
+			Queue: queue, DLQ: notify.DLQName(queue), BatchSize: c.BatchSize, MaxConcurrency: c.MaxConcurrency,
+			Visibility: c.VisibilityTimeout.D(), RetryBase: cfg.Retry.Base.D(), RetryMax: cfg.Retry.Max.D(),
+		}, stage: stage, service: service, maxReceive: c.MaxReceiveCount}
+	}
+	var out []consumer
+	for _, s := range cfg.Services {
+		out = append(out, mk(notify.IngestQueue(s.Name), notify.StageIngest, s.Name, config.Consumer{
+			BatchSize: s.BatchSize, MaxConcurrency: s.MaxConcurrency, VisibilityTimeout: config.Duration(30 * time.Second), MaxReceiveCount: 5,
+		}))
+	}
+	for _, l := range notify.Lanes {
+		lc := cfg.Lanes[string(l)]
+		out = append(out,
+			mk(notify.LaneQueue(notify.StagePrepare, l), notify.StagePrepare, "", lc.Prepare),
+			mk(notify.LaneQueue(notify.StageSend, l), notify.StageSend, "", lc.Send),
+			mk(notify.LaneQueue(notify.StageRecord, l), notify.StageRecord, "", lc.Record))
+	}
+	out = append(out,
+		mk(notify.StageCleanup, notify.StageCleanup, "", cfg.Stages["cleanup"]),
+		mk(notify.StageBounce, notify.StageBounce, "", cfg.Stages["bounce"]))
+	return out
+}
+
+func (r *Runtime) handlerFor(c consumer) pipeline.Handler {
+	switch c.stage {
+	case notify.StageIngest:
+		return r.Pipeline.Ingest(c.service, r.Scheduler)
+	case notify.StagePrepare:
+		return r.Pipeline.Prepare()
+	case notify.StageSend:
+		return r.Pipeline.Send()
+	case notify.StageRecord:
+		return r.Pipeline.Record()
+	case notify.StageCleanup:
+		return r.Pipeline.Cleanup()
+	default:
+		return r.Pipeline.Bounce()
+	}
+}
+
+func (r *Runtime) schedulerLoop(ctx context.Context) {
+	defer r.loops.Done()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := r.Scheduler.Fire(ctx, r.clock.Now(), r.Queue); err != nil && ctx.Err() == nil {
+				r.log.Error("scheduler", "error", err)
+			} else if n > 0 {
+				r.log.Info("scheduled sends fired", "count", n)
+			}
+		}
+	}
+}
+
+// Shutdown stops taking requests, lets in-flight batches finish (up to ctx's deadline), and
+// closes everything. Whatever did not finish stays on the durable queue for the next start.
+func (r *Runtime) Shutdown(ctx context.Context) error {
+	var errs []error
+	if r.server != nil {
+		errs = append(errs, r.server.Shutdown(ctx))
+	}
+	if r.cancel != nil {
+		r.cancel()
+	}
+	done := make(chan struct{})
+	go func() { r.workers.Wait(); r.loops.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("local: drain: %w", ctx.Err()))
+	}
+	errs = append(errs, r.closeAll())
+	return errors.Join(errs...)
+}
+
+func (r *Runtime) closeAll() error {
+	var errs []error
+	for _, c := range r.closers {
+		errs = append(errs, c())
+	}
+	r.closers = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,358 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	"herald/internal/notify"
+)
+
+// deliveryColumns is the column list every delivery read selects, in scanDeliveries' order.
+const deliveryColumns = `id, notification_id, user_id, channel, provider, app, address_masked, status,
+	reason, detail, attempts, provider_message_id, lease_until, updated_at`
+
+// CreateDeliveries implements notify.DeliveryStore. The chunk marker, the inserts and the counter
+// update are one transaction, so a crash between them cannot leave counters that disagree with
+// the rows, and a redelivered prepare message finds the marker and changes nothing.
+func (s *Store) CreateDeliveries(ctx context.Context, notificationID string, chunk int, ds []notify.Delivery) ([]string, error) {
+	for i := range ds {
+		if ds[i].ID == "" {
+			return nil, fmt.Errorf("sqlite: create deliveries of %s: %w", notificationID,
+				notify.FieldError(fmt.Sprintf("deliveries[%d].id", i), "delivery id is required"))
+		}
+		if ds[i].NotificationID != "" && ds[i].NotificationID != notificationID {
+			return nil, fmt.Errorf("sqlite: create deliveries of %s: %w", notificationID,
+				notify.FieldError(fmt.Sprintf("deliveries[%d].notification_id", i), "belongs to another notification"))
+		}
+	}
+	now := s.now().UTC()
+	var pending []string
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM notifications WHERE id = ?`, notificationID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notify.Errorf(notify.ENOTFOUND, "notification not found")
+		}
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO prepared_chunks (notification_id, chunk) VALUES (?, ?)
+			ON CONFLICT DO NOTHING`, notificationID, chunk)
+		if err != nil {
+			return fmt.Errorf("mark chunk: %w", err)
+		}
+		fresh, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("mark chunk: %w", err)
+		}
+
+		isPending := make(map[string]bool, len(ds))
+		inserted := 0
+		if fresh == 1 {
+			delta := map[notify.Channel]notify.ChannelStats{}
+			for _, batch := range batchesOf(ds, storeBatch) {
+				n, err := insertDeliveries(ctx, tx, notificationID, batch, now, delta, isPending)
+				if err != nil {
+					return err
+				}
+				inserted += n
+			}
+			if err := s.addStats(ctx, tx, notificationID, delta); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE notifications SET chunks_prepared = chunks_prepared + 1
+				WHERE id = ?`, notificationID); err != nil {
+				return fmt.Errorf("count chunk: %w", err)
+			}
+		}
+		// Deliveries left from an earlier attempt may still be PENDING: look up those not inserted
+		// just now. In the common first attempt everything was inserted and this is skipped.
+		if inserted < len(ds) {
+			var old []string
+			for _, d := range ds {
+				if _, ok := isPending[d.ID]; !ok {
+					old = append(old, d.ID)
+				}
+			}
+			for _, batch := range batchesOf(old, storeBatch) {
+				if err := pendingAmong(ctx, tx, batch, isPending); err != nil {
+					return err
+				}
+			}
+		}
+		pending = make([]string, 0, len(ds))
+		for _, d := range ds {
+			if isPending[d.ID] {
+				pending = append(pending, d.ID)
+				isPending[d.ID] = false // a duplicate in ds is reported once
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: create deliveries of %s chunk %d: %w", notificationID, chunk, err)
+	}
+	return pending, nil
+}
+
+// insertDeliveries inserts ds in one statement, skipping existing ids, and records what was
+// inserted: its outcome counts into delta, and whether it is PENDING into isPending.
+func insertDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds []notify.Delivery, now time.Time,
+	delta map[notify.Channel]notify.ChannelStats, isPending map[string]bool) (int, error) {
+	const width = 14
+	args := make([]any, 0, len(ds)*width)
+	for _, d := range ds {
+		st := d.Status
+		if st == "" {
+			st = notify.DeliveryPending
+		}
+		updated := d.UpdatedAt
+		if updated.IsZero() {
+			updated = now
+		}
+		// d.Address is deliberately not bound: only the masked form is persisted.
+		args = append(args, d.ID, notificationID, d.UserID, string(d.Channel), string(d.Provider), d.App,
+			d.AddressMasked, string(st), d.Reason, d.Detail, d.Attempts, d.ProviderMessageID,
+			nanosOf(d.LeaseUntil), nanosOf(updated))
+	}
+	rows, err := tx.QueryContext(ctx, `INSERT INTO deliveries (`+deliveryColumns+`) VALUES `+
+		sqlTuples(len(ds), width)+` ON CONFLICT (id) DO NOTHING RETURNING id, channel, status`, args...)
+	if err != nil {
+		return 0, fmt.Errorf("insert deliveries: %w", err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id, ch, st string
+		if err := rows.Scan(&id, &ch, &st); err != nil {
+			return 0, fmt.Errorf("insert deliveries: %w", err)
+		}
+		cs := delta[notify.Channel(ch)]
+		cs.Total++
+		countOutcome(&cs, notify.DeliveryStatus(st))
+		delta[notify.Channel(ch)] = cs
+		isPending[id] = st == string(notify.DeliveryPending)
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("insert deliveries: %w", err)
+	}
+	return n, nil
+}
+
+// pendingAmong sets isPending for each of ids that exists, true when it is PENDING.
+func pendingAmong(ctx context.Context, q storeConn, ids []string, isPending map[string]bool) error {
+	rows, err := q.QueryContext(ctx, `SELECT id, status FROM deliveries WHERE id IN (`+sqlIn(len(ids))+`)`,
+		stringArgs(ids)...)
+	if err != nil {
+		return fmt.Errorf("read delivery status: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, st string
+		if err := rows.Scan(&id, &st); err != nil {
+			return fmt.Errorf("read delivery status: %w", err)
+		}
+		isPending[id] = st == string(notify.DeliveryPending)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read delivery status: %w", err)
+	}
+	return nil
+}
+
+// ClaimDeliveries implements notify.DeliveryStore. The condition and the update are one
+// statement on the single writer, so two claimers can never both win the same delivery.
+func (s *Store) ClaimDeliveries(ctx context.Context, ids []string, now, leaseUntil time.Time) ([]notify.Delivery, []string, error) {
+	claimed := make([]notify.Delivery, 0, len(ids))
+	var busy []string
+	if len(ids) == 0 {
+		return claimed, nil, nil
+	}
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		for _, batch := range batchesOf(ids, storeBatch) {
+			// Busy first, in the same transaction: what the UPDATE below will not take because
+			// a lease on it is still running.
+			brows, err := tx.QueryContext(ctx, `SELECT id FROM deliveries
+				WHERE id IN (`+sqlIn(len(batch))+`) AND status = 'SENDING' AND lease_until >= ?`,
+				stringArgs(batch, nanosOf(now))...)
+			if err != nil {
+				return err
+			}
+			for brows.Next() {
+				var id string
+				if err := brows.Scan(&id); err != nil {
+					brows.Close()
+					return err
+				}
+				busy = append(busy, id)
+			}
+			brows.Close()
+			if err := brows.Err(); err != nil {
+				return err
+			}
+			rows, err := tx.QueryContext(ctx, `UPDATE deliveries
+				SET status = 'SENDING', lease_until = ?, attempts = attempts + 1, updated_at = ?
+				WHERE id IN (`+sqlIn(len(batch))+`)
+				  AND (status = 'PENDING' OR (status = 'SENDING' AND lease_until < ?))
+				RETURNING `+deliveryColumns,
+				append([]any{nanosOf(leaseUntil), nanosOf(now)}, stringArgs(batch, nanosOf(now))...)...)
+			if err != nil {
+				return err
+			}
+			claimed, err = scanDeliveries(rows, claimed)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlite: claim deliveries: %w", err)
+	}
+	return claimed, busy, nil
+}
+
+// CompleteDeliveries implements notify.DeliveryStore. Each batch of verdicts is one UPDATE …
+// FROM a VALUES list guarded by status = 'SENDING'; RETURNING tells exactly which rows moved, and
+// only those are counted, in the same transaction.
+func (s *Store) CompleteDeliveries(ctx context.Context, notificationID string, updates []notify.DeliveryUpdate) (int, error) {
+	for i, u := range updates {
+		if u.Status != notify.DeliveryPending && !u.Status.Terminal() {
+			return 0, fmt.Errorf("sqlite: complete deliveries of %s: %w", notificationID,
+				notify.FieldError(fmt.Sprintf("updates[%d].status", i), "verdict must be SENT, FAILED, SKIPPED or PENDING, not %q", u.Status))
+		}
+	}
+	if len(updates) == 0 {
+		return 0, nil
+	}
+	// The unary + on notification_id below keeps SQLite from driving the join from the
+	// (notification_id, id) index: with a few hundred VALUES rows the planner otherwise walks every
+	// delivery of the notification once per verdict, which grows with the campaign.
+
+	now := s.now().UTC()
+	applied := 0
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		delta := map[notify.Channel]notify.ChannelStats{}
+		for _, batch := range batchesOf(updates, storeBatch) {
+			const width = 6
+			args := make([]any, 0, len(batch)*width+1)
+			for _, u := range batch {
+				at := u.At
+				if at.IsZero() {
+					at = now
+				}
+				args = append(args, u.ID, string(u.Status), u.Reason, u.Detail, u.ProviderMessageID, nanosOf(at))
+			}
+			args = append(args, notificationID)
+			rows, err := tx.QueryContext(ctx, `WITH u (id, status, reason, detail, provider_message_id, at) AS (
+					VALUES `+sqlTuples(len(batch), width)+`)
+				UPDATE deliveries SET status = u.status, reason = u.reason, detail = u.detail,
+					provider_message_id = u.provider_message_id, lease_until = 0, updated_at = u.at
+				FROM u
+				WHERE deliveries.id = u.id AND +deliveries.notification_id = ? AND deliveries.status = 'SENDING'
+				RETURNING deliveries.channel, deliveries.status`, args...)
+			if err != nil {
+				return err
+			}
+			n, err := countCompleted(rows, delta)
+			if err != nil {
+				return err
+			}
+			applied += n
+		}
+		return s.addStats(ctx, tx, notificationID, delta)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: complete deliveries of %s: %w", notificationID, err)
+	}
+	return applied, nil
+}
+
+// countCompleted adds the terminal outcomes in rows (channel, new status) to delta.
+func countCompleted(rows *sql.Rows, delta map[notify.Channel]notify.ChannelStats) (int, error) {
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var ch, st string
+		if err := rows.Scan(&ch, &st); err != nil {
+			return 0, err
+		}
+		n++
+		if notify.DeliveryStatus(st).Terminal() {
+			cs := delta[notify.Channel(ch)]
+			countOutcome(&cs, notify.DeliveryStatus(st))
+			delta[notify.Channel(ch)] = cs
+		}
+	}
+	return n, rows.Err()
+}
+
+// ListDeliveries implements notify.DeliveryStore. The cursor is the last id returned, base64url
+// encoded so callers treat it as opaque.
+func (s *Store) ListDeliveries(ctx context.Context, notificationID, cursor string, limit int) ([]notify.Delivery, string, error) {
+	after := ""
+	if cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || len(b) == 0 {
+			return nil, "", fmt.Errorf("sqlite: list deliveries of %s: %w", notificationID,
+				notify.FieldError("cursor", "malformed cursor"))
+		}
+		after = string(b)
+	}
+	limit = clampLimit(limit)
+	rows, err := s.db.R.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries
+		WHERE notification_id = ? AND id > ? ORDER BY id LIMIT ?`, notificationID, after, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("sqlite: list deliveries of %s: %w", notificationID, err)
+	}
+	ds, err := scanDeliveries(rows, make([]notify.Delivery, 0, limit+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("sqlite: list deliveries of %s: %w", notificationID, err)
+	}
+	next := ""
+	if len(ds) > limit {
+		ds = ds[:limit]
+		next = base64.RawURLEncoding.EncodeToString([]byte(ds[limit-1].ID))
+	}
+	return ds, next, nil
+}
+
+// clampLimit turns a caller's page size into one the store serves: a default for 0 and a ceiling
+// so one request cannot pull a whole campaign at once.
+func clampLimit(limit int) int {
+	switch {
+	case limit <= 0:
+		return 100
+	case limit > 1000:
+		return 1000
+	}
+	return limit
+}
+
+// scanDeliveries appends the rows (deliveryColumns) to out and closes rows.
+func scanDeliveries(rows *sql.Rows, out []notify.Delivery) ([]notify.Delivery, error) {
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			d                notify.Delivery
+			ch, prov, st     string
+			lease, updatedAt int64
+		)
+		if err := rows.Scan(&d.ID, &d.NotificationID, &d.UserID, &ch, &prov, &d.App, &d.AddressMasked, &st,
+			&d.Reason, &d.Detail, &d.Attempts, &d.ProviderMessageID, &lease, &updatedAt); err != nil {
+			return out, err
+		}
+		d.Channel = notify.Channel(ch)
+		d.Provider = notify.Provider(prov)
+		d.Status = notify.DeliveryStatus(st)
+		d.LeaseUntil = timeOfNanos(lease)
+		d.UpdatedAt = timeOfNanos(updatedAt)
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
