@@ -15,11 +15,12 @@ help: ## list the targets
 run: ## start Herald locally (API, workers, sandbox providers) on $(ADDR), data in $(DATA)
 	$(GO) run ./cmd/herald dev --addr $(ADDR) --data $(DATA) $(if $(CONFIG),--config $(CONFIG))
 
-test: ## vet, then run every test (unit, conformance suites, pipeline, API, kill-and-restart end to end)
+test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS adapters, pipeline, API, kill-and-restart)
 	@echo "==> go vet"
 	$(GO) vet ./...
-	@echo "==> go test (offline; builds the herald binary for the end-to-end tests)"
-	$(GO) test -count=1 -timeout 20m ./...
+	@set -e; ep=$$(scripts/dynamodb-local.sh start); trap 'scripts/dynamodb-local.sh stop' EXIT; \
+	echo "==> go test (DynamoDB Local at $$ep; builds the herald binary for the end-to-end tests)"; \
+	HERALD_DYNAMODB_ENDPOINT=$$ep $(GO) test -count=1 -timeout 30m ./...
 
 build: ## build the herald CLI into bin/
 	@mkdir -p $(BIN)
