@@ -1,7 +1,228 @@
 package main
 
-import "errors"
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"sync"
+	"time"
 
+	firebase "firebase.google.com/go/v4"
+	"firebase.google.com/go/v4/messaging"
+	"google.golang.org/api/option"
+
+	"herald/internal/config"
+	"herald/internal/local"
+	"herald/internal/sandbox"
+)
+
+// runBench measures end-to-end push throughput through the whole local pipeline (API → ingest →
+// prepare → send → record, SQLite store and queue, the real firebase SDK) against the sandbox,
+// next to the raw SDK sending the same number of messages to the same sandbox in the same run.
+// Their ratio is the pipeline's efficiency.
 func runBench(args []string) error {
-	return errors.New("not built yet")
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	recipients := fs.Int("recipients", 100000, "push recipients (device tokens) in total")
+	perNotification := fs.Int("per-notification", 10000, "recipients per notification (≤ 10,000)")
+	inFlight := fs.Int("raw-batches", 2, "500-token multicasts in flight for the raw SDK run")
+	sendWorkers := fs.Int("send-workers", 2, "send workers of the pipeline (the realtime send lane's max concurrency)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the pipeline run to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	profile = *cpuProfile
+	if *perNotification < 1 || *perNotification > 10000 || *recipients < *perNotification {
+		return fmt.Errorf("need 1 ≤ --per-notification ≤ 10000 and --recipients ≥ --per-notification")
+	}
+	fmt.Printf("herald bench: %d push recipients via FCM (firebase-admin-go v4) to the sandbox on 127.0.0.1\n", *recipients)
+
+	rawRate, rawTime, err := benchRawFCM(*recipients, *inFlight)
+	if err != nil {
+		return fmt.Errorf("raw SDK run: %w", err)
+	}
+	fmt.Printf("  raw SDK      SendEachForMulticast, %d × 500 in flight   %8.0f msgs/s        (%v)\n", *inFlight, rawRate, rawTime.Round(time.Millisecond))
+
+	e2eRate, e2eTime, err := benchPipeline(*recipients, *perNotification, *sendWorkers)
+	if err != nil {
+		return fmt.Errorf("pipeline run: %w", err)
+	}
+	fmt.Printf("  pipeline     API → ingest → prepare → send → record     %8.0f deliveries/s  (%v, %d send workers)\n", e2eRate, e2eTime.Round(time.Millisecond), *sendWorkers)
+	fmt.Printf("  efficiency   pipeline / raw SDK                          %8.2f\n", e2eRate/rawRate)
+	return nil
+}
+
+var profile string
+
+func benchTokens(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%07d-bench-token-padding-to-a-realistic-length", prefix, i)
+	}
+	return out
+}
+
+func benchRawFCM(n, inFlight int) (float64, time.Duration, error) {
+	sb, err := sandbox.Start(sandbox.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer sb.Close()
+	ctx := context.Background()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 100
+	tr.MaxIdleConns = 200
+	defer tr.CloseIdleConnections()
+	app, err := firebase.NewApp(ctx, &firebase.Config{ProjectID: "herald-bench"},
+		option.WithEndpoint(sb.URL()+"/v1"), option.WithoutAuthentication(), option.WithHTTPClient(&http.Client{Transport: tr}))
+	if err != nil {
+		return 0, 0, err
+	}
+	client, err := app.Messaging(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	tokens := benchTokens("raw", n)
+	batches := make(chan []string)
+	go func() {
+		for i := 0; i < len(tokens); i += 500 {
+			batches <- tokens[i:min(i+500, len(tokens))]
+		}
+		close(batches)
+	}()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	start := time.Now()
+	for range inFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range batches {
+				br, err := client.SendEachForMulticast(ctx, &messaging.MulticastMessage{
+					Tokens:       b,
+					Notification: &messaging.Notification{Title: "Bench", Body: "raw SDK"},
+					Android:      &messaging.AndroidConfig{CollapseKey: "bench", Priority: "high"},
+				})
+				if err == nil && br.FailureCount > 0 {
+					err = fmt.Errorf("%d failures in a batch", br.FailureCount)
+				}
+				if err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	d := time.Since(start)
+	if firstErr != nil {
+		return 0, 0, firstErr
+	}
+	if got := sb.Recorder.Len(); got != n {
+		return 0, 0, fmt.Errorf("sandbox recorded %d of %d", got, n)
+	}
+	return float64(n) / d.Seconds(), d, nil
+}
+
+func benchPipeline(n, per, sendWorkers int) (float64, time.Duration, error) {
+	dir, err := os.MkdirTemp("", "herald-bench-")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.RemoveAll(dir)
+	cfg := config.Dev()
+	rt := cfg.Lanes["realtime"]
+	rt.Send.MaxConcurrency = sendWorkers
+	cfg.Lanes["realtime"] = rt
+	cfg.Providers.APNs.Apps = nil // FCM only, like the raw run
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	r, err := local.Start(context.Background(), local.Options{Config: cfg, DataDir: dir, Addr: "127.0.0.1:0", Logger: log})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = r.Shutdown(ctx)
+	}()
+
+	tokens := benchTokens("e2e", n)
+	var bodies [][]byte
+	for i := 0; i < n; i += per {
+		var rs []map[string]string
+		for _, t := range tokens[i:min(i+per, n)] {
+			rs = append(rs, map[string]string{"fcm_token": t})
+		}
+		b, _ := json.Marshal(map[string]any{
+			"channels": []string{"push"}, "content": map[string]string{"title": "Bench", "body": "pipeline"}, "recipients": rs,
+		})
+		bodies = append(bodies, b)
+	}
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return 0, 0, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	start := time.Now()
+	var ids []string
+	for _, b := range bodies {
+		var acc struct{ ID string }
+		if err := benchCall(http.MethodPost, r.URL+"/v1/notifications", b, &acc); err != nil {
+			return 0, 0, err
+		}
+		ids = append(ids, acc.ID)
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for _, id := range ids {
+		for {
+			var st struct{ Status string }
+			if err := benchCall(http.MethodGet, r.URL+"/v1/notifications/"+id+"?limit=1", nil, &st); err == nil && st.Status != "" &&
+				st.Status != "ACCEPTED" && st.Status != "PROCESSING" {
+				if st.Status != "SENT" {
+					return 0, 0, fmt.Errorf("notification %s ended %s", id, st.Status)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				return 0, 0, fmt.Errorf("notification %s not finished after 10 minutes", id)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	d := time.Since(start)
+	if got := r.Sandbox.Recorder.Len(); got != n {
+		return 0, 0, fmt.Errorf("sandbox recorded %d deliveries, want %d", got, n)
+	}
+	return float64(n) / d.Seconds(), d, nil
+}
+
+func benchCall(method, url string, body []byte, out any) error {
+	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer dev-demo-key")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s %s: %s %s", method, url, resp.Status, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
 }

@@ -134,9 +134,10 @@ type Notification struct {
 	Channels       []Channel           `json:"channels"`
 	Content        Content             `json:"content"`
 	ChannelContent map[Channel]Content `json:"channel_content,omitempty"`
-	Localized      map[string]Content  `json:"localized,omitempty"` // by locale, e.g. "ko"
-	Locale         string              `json:"locale,omitempty"`    // default locale
-	Recipients     []Recipient         `json:"recipients"`
+	Localized      map[string]Content  `json:"localized,omitempty"`  // by locale, e.g. "ko"
+	Locale         string              `json:"locale,omitempty"`     // default locale
+	Recipients     []Recipient         `json:"recipients,omitempty"` // empty when read back: see Store.GetRecipients
+	RecipientCount int                 `json:"recipient_count"`
 	CollapseID     string              `json:"collapse_id,omitempty"` // default: the notification id
 	Priority       Priority            `json:"priority,omitempty"`
 	TTL            time.Duration       `json:"ttl,omitempty"` // how long a provider may hold it; inbox expiry

@@ -17,12 +17,17 @@ type Store interface {
 
 // NotificationStore keeps notifications and their aggregates.
 type NotificationStore interface {
-	// CreateNotification stores n with n.Status unless a notification with the same
+	// CreateNotification stores n (with its Recipients) with n.Status unless a notification with the same
 	// (Service, IdempotencyKey) or the same ID exists; then it returns the stored one and
 	// created=false. An empty IdempotencyKey never dedupes.
 	CreateNotification(ctx context.Context, n *Notification) (stored *Notification, created bool, err error)
-	// GetNotification returns ENOTFOUND if id is unknown.
+	// GetNotification returns the notification without its Recipients (RecipientCount says how
+	// many there are; GetRecipients pages them), so the hot reads of status and counters never
+	// decode a 10,000-entry list. ENOTFOUND if id is unknown.
 	GetNotification(ctx context.Context, id string) (*Notification, error)
+	// GetRecipients returns recipients [offset, offset+limit) of id in the order they were given,
+	// fewer at the end. ENOTFOUND if id is unknown.
+	GetRecipients(ctx context.Context, id string, offset, limit int) ([]Recipient, error)
 	// SetNotificationStatus moves id to status `to` if its current status is one of from (any
 	// status when from is empty). ECONFLICT if the current status is not in from; ENOTFOUND.
 	SetNotificationStatus(ctx context.Context, id string, to NotificationStatus, from ...NotificationStatus) error

@@ -223,6 +223,7 @@ func (r *SendRequest) Notification(id, service string, now time.Time) *Notificat
 		Localized:      r.Localized,
 		Locale:         r.Locale,
 		Recipients:     r.Recipients,
+		RecipientCount: len(r.Recipients),
 		CollapseID:     r.CollapseID,
 		Priority:       r.Priority,
 		TTL:            time.Duration(r.TTLSeconds) * time.Second,

@@ -111,7 +111,7 @@ func (p *Pipeline) fire(ctx context.Context, id string) error {
 func (p *Pipeline) fanOut(ctx context.Context, n *notify.Notification) error {
 	chunks := n.Stats.ChunksTotal
 	if chunks == 0 {
-		chunks = (len(n.Recipients) + p.cfg.ChunkSize - 1) / p.cfg.ChunkSize
+		chunks = (n.RecipientCount + p.cfg.ChunkSize - 1) / p.cfg.ChunkSize
 		if err := p.store.SetChunksTotal(ctx, n.ID, chunks); err != nil {
 			return fmt.Errorf("fan out %s: %w", n.ID, err)
 		}

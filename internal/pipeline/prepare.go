@@ -54,14 +54,18 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 	if err != nil {
 		return fmt.Errorf("prepare %s/%d: %w", pm.NotificationID, pm.Chunk, err)
 	}
-	lo, hi := pm.Chunk*p.cfg.ChunkSize, (pm.Chunk+1)*p.cfg.ChunkSize
-	if lo < 0 || lo >= len(n.Recipients) {
+	lo := pm.Chunk * p.cfg.ChunkSize
+	if lo < 0 || lo >= n.RecipientCount {
 		return notify.Errorf(notify.EINVALID, "prepare %s: chunk %d out of range", n.ID, pm.Chunk)
 	}
-	hi = min(hi, len(n.Recipients))
+	rs, err := p.store.GetRecipients(ctx, n.ID, lo, p.cfg.ChunkSize)
+	if err != nil {
+		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
+	}
+	hi := lo + len(rs)
 	now := p.clock.Now()
 
-	ds, inbox, items, err := p.resolve(ctx, n, n.Recipients[lo:hi], now)
+	ds, inbox, items, err := p.resolve(ctx, n, rs, now)
 	if err != nil {
 		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
 	}

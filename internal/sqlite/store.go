@@ -24,7 +24,7 @@ var _ notify.Store = (*Store)(nil)
 
 // storeSchemaVersion is the schema this code reads and writes. It lives in store_meta rather
 // than PRAGMA user_version because the Queue shares the database file and has its own schema.
-const storeSchemaVersion = 1
+const storeSchemaVersion = 2
 
 // storeMigrations[i] takes the schema from version i to i+1.
 var storeMigrations = []string{
@@ -135,6 +135,15 @@ CREATE TABLE IF NOT EXISTS inbox (
 );
 CREATE INDEX IF NOT EXISTS inbox_newest ON inbox (user_id, created_at DESC, id DESC);
 `,
+	// 2: recipients live in pages beside the notification, so reading a notification's status
+	// never decodes its recipient list.
+	`
+CREATE TABLE IF NOT EXISTS notification_recipients (
+	notification_id TEXT NOT NULL,
+	page            INTEGER NOT NULL, -- recipients [page*recipientPage, (page+1)*recipientPage)
+	doc             BLOB NOT NULL,    -- JSON array of notify.Recipient
+	PRIMARY KEY (notification_id, page)
+) WITHOUT ROWID;`,
 }
 
 // NewStore returns a Store on db, creating or upgrading its schema. cipher seals contacts at rest

@@ -19,9 +19,12 @@ func (s *Store) CreateNotification(ctx context.Context, n *notify.Notification) 
 	c.CreatedAt = s.nowOr(c.CreatedAt)
 	c.UpdatedAt = s.nowOr(c.UpdatedAt)
 	c.SendAt = utcPtr(c.SendAt)
-	// The document carries no Stats: the counter columns and rows are the only truth for them.
+	c.RecipientCount = len(c.Recipients)
+	// The document carries no Stats (the counter columns and rows are the only truth for them)
+	// and no Recipients (they are in pages of their own).
 	doc := c
 	doc.Stats = notify.Stats{}
+	doc.Recipients = nil
 	body, err := json.Marshal(&doc)
 	if err != nil {
 		return nil, false, fmt.Errorf("sqlite: create notification %s: encode: %w", n.ID, err)
@@ -44,6 +47,9 @@ func (s *Store) CreateNotification(ctx context.Context, n *notify.Notification) 
 		} else if k == 1 {
 			created = true
 			stored = &c
+			if err := s.putRecipients(ctx, tx, c.ID, c.Recipients); err != nil {
+				return err
+			}
 			return s.addStats(ctx, tx, c.ID, c.Stats.Channels)
 		}
 		if c.IdempotencyKey != "" {
@@ -61,6 +67,70 @@ func (s *Store) CreateNotification(ctx context.Context, n *notify.Notification) 
 		return nil, false, fmt.Errorf("sqlite: create notification %s: %w", n.ID, err)
 	}
 	return stored, created, nil
+}
+
+// recipientPage is how many recipients one notification_recipients row holds.
+const recipientPage = 500
+
+func (s *Store) putRecipients(ctx context.Context, tx *sql.Tx, id string, rs []notify.Recipient) error {
+	for page := 0; page*recipientPage < len(rs); page++ {
+		b, err := json.Marshal(rs[page*recipientPage : min((page+1)*recipientPage, len(rs))])
+		if err != nil {
+			return fmt.Errorf("encode recipients: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO notification_recipients (notification_id, page, doc) VALUES (?, ?, ?)`,
+			id, page, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GetRecipients implements notify.NotificationStore.
+func (s *Store) GetRecipients(ctx context.Context, id string, offset, limit int) ([]notify.Recipient, error) {
+	if offset < 0 || limit < 0 {
+		return nil, notify.Errorf(notify.EINVALID, "offset and limit must not be negative")
+	}
+	var exists int
+	if err := s.db.R.QueryRowContext(ctx, `SELECT count(*) FROM notifications WHERE id = ?`, id).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("sqlite: get recipients of %s: %w", id, err)
+	}
+	if exists == 0 {
+		return nil, fmt.Errorf("sqlite: get recipients of %s: %w", id, notify.Errorf(notify.ENOTFOUND, "notification not found"))
+	}
+	out := []notify.Recipient{}
+	if limit == 0 {
+		return out, nil
+	}
+	first, last := offset/recipientPage, (offset+limit-1)/recipientPage
+	rows, err := s.db.R.QueryContext(ctx, `SELECT page, doc FROM notification_recipients
+		WHERE notification_id = ? AND page BETWEEN ? AND ? ORDER BY page`, id, first, last)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get recipients of %s: %w", id, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			page int
+			doc  []byte
+			rs   []notify.Recipient
+		)
+		if err := rows.Scan(&page, &doc); err != nil {
+			return nil, fmt.Errorf("sqlite: get recipients of %s: %w", id, err)
+		}
+		if err := json.Unmarshal(doc, &rs); err != nil {
+			return nil, fmt.Errorf("sqlite: get recipients of %s: decode: %w", id, err)
+		}
+		base := page * recipientPage
+		lo, hi := max(offset-base, 0), min(offset+limit-base, len(rs))
+		if lo < hi {
+			out = append(out, rs[lo:hi]...)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: get recipients of %s: %w", id, err)
+	}
+	return out, nil
 }
 
 // GetNotification implements notify.NotificationStore.
