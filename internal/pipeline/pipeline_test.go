@@ -1,0 +1,118 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"herald/internal/notify"
+	"herald/internal/pipeline"
+	"herald/internal/sandbox"
+	"herald/internal/seal"
+	"herald/internal/sqlite"
+)
+
+func TestSettle(t *testing.T) {
+	t.Parallel()
+	base, maxD := time.Second, time.Minute
+	cases := []struct {
+		name   string
+		err    error
+		count  int
+		action pipeline.Action
+		delay  time.Duration
+	}{
+		{"ok", nil, 1, pipeline.Done, 0},
+		{"malformed body is dead-lettered at once", notify.Errorf(notify.EINVALID, "bad"), 1, pipeline.DeadLetter, 0},
+		{"throttled backs off", notify.Errorf(notify.ETHROTTLED, "slow down"), 3, pipeline.Retry, 4 * time.Second},
+		{"Retry-After wins", &notify.Error{Code: notify.EUNAVAILABLE, RetryAfter: 30 * time.Second}, 1, pipeline.Retry, 30 * time.Second},
+		{"capped", notify.Errorf(notify.EUNAVAILABLE, "down"), 20, pipeline.Retry, time.Minute},
+		{"unclassified errors are retried, never dropped", errors.New("boom"), 1, pipeline.Retry, time.Second},
+	}
+	for _, c := range cases {
+		a, d := pipeline.Settle(c.err, c.count, base, maxD)
+		if a != c.action || d != c.delay {
+			t.Errorf("%s: Settle = (%v, %v), want (%v, %v)", c.name, a, d, c.action, c.delay)
+		}
+	}
+}
+
+// setup builds a pipeline on real SQLite adapters, with no senders (bounce and cleanup need none).
+func setup(t *testing.T) (*pipeline.Pipeline, *sqlite.Store) {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "h.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	box, _ := seal.New(make([]byte, 32))
+	st, err := sqlite.NewStore(db, box)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := sqlite.NewQueue(db, []notify.QueueConfig{{Name: "cleanup", MaxReceiveCount: 5}}, notify.SystemClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Close)
+	p := pipeline.New(pipeline.Deps{Store: st, Queue: q, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, pipeline.Config{})
+	return p, st
+}
+
+func TestBounceSuppressesPermanentBouncesAndComplaints(t *testing.T) {
+	t.Parallel()
+	p, st := setup(t)
+	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	msgs := []notify.Message{
+		{ID: "1", Body: sandbox.SESEvent("Bounce", "Permanent", []string{"gone@example.com", "Also.Gone@Example.com"}, "m1", at)},
+		{ID: "2", Body: sandbox.SESEvent("Bounce", "Transient", []string{"full@example.com"}, "m2", at)},
+		{ID: "3", Body: sandbox.SESEvent("Complaint", "", []string{"angry@example.com"}, "m3", at)},
+		{ID: "4", Body: sandbox.SESEvent("Delivery", "", []string{"fine@example.com"}, "m4", at)},
+		{ID: "5", Body: []byte(`{"Type":"Notification","Message":"not json"}`)},
+		// Duplicates and out-of-order arrival are harmless: a later delivery never lifts a bounce.
+		{ID: "6", Body: sandbox.SESEvent("Bounce", "Permanent", []string{"gone@example.com"}, "m1", at)},
+	}
+	failures := p.Bounce()(context.Background(), msgs)
+	if len(failures) != 1 || failures[0].MessageID != "5" || !notify.IsCode(failures[0].Err, notify.EINVALID) {
+		t.Fatalf("failures = %+v, want only the malformed message 5 as EINVALID", failures)
+	}
+	key := func(a string) string { return notify.AddressKey(notify.ChannelEmail, a) }
+	sup, err := st.Suppressed(context.Background(), []string{
+		key("gone@example.com"), key("also.gone@example.com"), key("full@example.com"), key("angry@example.com"), key("fine@example.com"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, want := range map[string]string{"gone@example.com": "bounce", "also.gone@example.com": "bounce", "angry@example.com": "complaint"} {
+		if s, ok := sup[key(addr)]; !ok || s.Reason != want {
+			t.Errorf("%s: suppression %+v, want reason %q", addr, s, want)
+		}
+	}
+	for _, addr := range []string{"full@example.com", "fine@example.com"} {
+		if _, ok := sup[key(addr)]; ok {
+			t.Errorf("%s suppressed; transient bounces and deliveries must not suppress", addr)
+		}
+	}
+}
+
+func TestCleanupKeepsReRegisteredTokens(t *testing.T) {
+	t.Parallel()
+	p, st := setup(t)
+	ctx := context.Background()
+	sent := time.Now().Add(-time.Minute)
+	_ = st.PutDevice(ctx, notify.Device{UserID: "u", Platform: notify.PlatformFCM, App: "default", Token: "tok-dead-000001", UpdatedAt: sent.Add(-time.Hour)})
+	_ = st.PutDevice(ctx, notify.Device{UserID: "u", Platform: notify.PlatformFCM, App: "default", Token: "tok-fresh-00001", UpdatedAt: sent.Add(time.Second)})
+	body := []byte(`{"dead_tokens":[{"token":"tok-dead-000001","seen_before":"` + sent.Format(time.RFC3339Nano) +
+		`"},{"token":"tok-fresh-00001","seen_before":"` + sent.Format(time.RFC3339Nano) + `"}]}`)
+	if f := p.Cleanup()(ctx, []notify.Message{{ID: "1", Body: body}}); len(f) != 0 {
+		t.Fatalf("cleanup failed: %+v", f)
+	}
+	devs, _ := st.ListDevices(ctx, []string{"u"})
+	if len(devs["u"]) != 1 || devs["u"][0].Token != "tok-fresh-00001" {
+		t.Fatalf("devices = %+v, want only the token registered after the send", devs["u"])
+	}
+}
