@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +29,10 @@ import (
 // DefaultMaxConcurrency is the default bound on pushes in flight: well inside the 250 streams
 // one HTTP/2 connection carries, so one connection per app suffices.
 const DefaultMaxConcurrency = 64
+
+// MaxPayload is APNs's limit on an alert notification's JSON body; bigger ones are refused
+// here, without a request.
+const MaxPayload = 4096
 
 // MaxBatch is the most messages one Send call takes (APNs has no batch API; this bounds one call).
 const MaxBatch = 500
@@ -183,6 +188,9 @@ func (s *Sender) Send(ctx context.Context, msgs []notify.OutboundMessage) ([]not
 	}
 	results := make([]notify.SendResult, len(msgs))
 	now := s.now()
+	// A batch is usually one notification's content for many devices: encode each distinct
+	// payload once instead of once per device.
+	encoded := make(map[string][]byte, 1)
 	var wg sync.WaitGroup
 	for i := range msgs {
 		m := &msgs[i]
@@ -201,6 +209,22 @@ func (s *Sender) Send(ctx context.Context, msgs []notify.OutboundMessage) ([]not
 		if m.Environment == "sandbox" || m.Environment == "development" {
 			client = a.sandbox
 		}
+		key := payloadKey(m)
+		body, ok := encoded[key]
+		if !ok {
+			var err error
+			if body, err = json.Marshal(toPayload(*m)); err != nil {
+				r.Err = notify.Wrap(notify.EREJECTED, err, "apns: payload")
+				continue
+			}
+			encoded[key] = body
+		}
+		if len(body) > MaxPayload {
+			r.Err = notify.Errorf(notify.EREJECTED, "apns: payload of %d bytes; at most %d", len(body), MaxPayload)
+			continue
+		}
+		n := toHeaders(*m, a.topic, now)
+		n.Payload = body
 		select {
 		case s.inFlight <- struct{}{}:
 		case <-ctx.Done():
@@ -209,7 +233,7 @@ func (s *Sender) Send(ctx context.Context, msgs []notify.OutboundMessage) ([]not
 		}
 		wg.Go(func() {
 			defer func() { <-s.inFlight }()
-			resp, err := client.PushWithContext(ctx, toNotification(*m, a.topic, now))
+			resp, err := client.PushWithContext(ctx, n)
 			if r.Err = classify(resp, err, m.Address); r.Err == nil {
 				r.ProviderMessageID = resp.ApnsID
 			}

@@ -274,3 +274,13 @@ func TestAppLogValueHidesKey(t *testing.T) {
 		t.Errorf("logged %s", b.String())
 	}
 }
+
+func TestSendPayloadTooLarge(t *testing.T) {
+	t.Parallel()
+	s, sb := setup(t)
+	r := send(t, s, msg("d0", "aaaa000000000000", notify.Content{Body: strings.Repeat("x", MaxPayload)}))[0]
+	wantCode(t, r, notify.EREJECTED)
+	if n := sb.Recorder.Len(); n != 0 {
+		t.Errorf("recorded %d", n)
+	}
+}

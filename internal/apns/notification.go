@@ -1,6 +1,10 @@
 package apns
 
 import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -28,8 +32,35 @@ var apnsIDSpace = uuid.MustParse("6f1d7a52-3c1e-4f2b-9a57-2f7c0c1f8e11")
 //   - apns-push-type alert, apns-topic = topic, apns-id derived from the delivery id, so every
 //     attempt of one delivery carries the same id in Apple's and the sandbox's records
 func toNotification(m notify.OutboundMessage, topic string, now time.Time) *apns2.Notification {
+	n := toHeaders(m, topic, now)
+	n.Payload = toPayload(m)
+	return n
+}
+
+// toHeaders is toNotification without the payload: what varies per device.
+func toHeaders(m notify.OutboundMessage, topic string, now time.Time) *apns2.Notification {
+	n := &apns2.Notification{
+		DeviceToken: m.Address,
+		Topic:       topic,
+		CollapseID:  truncate(m.CollapseID, maxCollapseID),
+		Priority:    apns2.PriorityHigh,
+		PushType:    apns2.PushTypeAlert,
+	}
+	if m.Priority == notify.PriorityNormal {
+		n.Priority = apns2.PriorityLow
+	}
+	if m.TTL > 0 {
+		n.Expiration = now.Add(m.TTL)
+	}
+	if m.DeliveryID != "" {
+		n.ApnsID = uuid.NewSHA1(apnsIDSpace, []byte(m.DeliveryID)).String()
+	}
+	return n
+}
+
+// toPayload is the JSON body of toNotification. It depends only on the fields payloadKey reads.
+func toPayload(m notify.OutboundMessage) *payload.Payload {
 	c := m.Content
-	high := m.Priority != notify.PriorityNormal
 	p := payload.NewPayload()
 	if c.Title != "" {
 		p.AlertTitle(c.Title)
@@ -37,7 +68,7 @@ func toNotification(m notify.OutboundMessage, topic string, now time.Time) *apns
 	if c.Body != "" {
 		p.AlertBody(c.Body)
 	}
-	if high {
+	if m.Priority != notify.PriorityNormal {
 		p.Sound("default")
 	}
 	for k, v := range c.Data {
@@ -52,25 +83,29 @@ func toNotification(m notify.OutboundMessage, topic string, now time.Time) *apns
 		p.MutableContent()
 		p.Custom("image", c.ImageURL)
 	}
+	return p
+}
 
-	n := &apns2.Notification{
-		DeviceToken: m.Address,
-		Topic:       topic,
-		CollapseID:  truncate(m.CollapseID, maxCollapseID),
-		Priority:    apns2.PriorityHigh,
-		PushType:    apns2.PushTypeAlert,
-		Payload:     p,
+// payloadKey identifies everything toPayload reads: messages with equal keys have the same
+// body, which Send then encodes once. Fields are length-prefixed so no two payloads collide.
+func payloadKey(m *notify.OutboundMessage) string {
+	var b strings.Builder
+	field := func(s string) {
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
 	}
-	if !high {
-		n.Priority = apns2.PriorityLow
+	c := &m.Content
+	field(c.Title)
+	field(c.Body)
+	field(c.ImageURL)
+	field(c.Link)
+	field(string(m.Priority))
+	for _, k := range slices.Sorted(maps.Keys(c.Data)) {
+		field(k)
+		field(c.Data[k])
 	}
-	if m.TTL > 0 {
-		n.Expiration = now.Add(m.TTL)
-	}
-	if m.DeliveryID != "" {
-		n.ApnsID = uuid.NewSHA1(apnsIDSpace, []byte(m.DeliveryID)).String()
-	}
-	return n
+	return b.String()
 }
 
 // truncate shortens s to at most n bytes without splitting a UTF-8 sequence.

@@ -93,3 +93,33 @@ func TestToNotificationApnsID(t *testing.T) {
 		t.Errorf("apns-id %q without a delivery id; want APNs to assign one", id)
 	}
 }
+
+func TestPayloadKey(t *testing.T) {
+	t.Parallel()
+	base := notify.OutboundMessage{DeliveryID: "d1", Address: "tok1", CollapseID: "c", Priority: notify.PriorityHigh,
+		TTL: time.Minute, Content: notify.Content{Title: "T", Body: "B", Data: map[string]string{"a": "1", "b": "2"}}}
+	same := base
+	same.DeliveryID, same.Address, same.CollapseID, same.TTL, same.Environment = "d2", "tok2", "c2", time.Hour, "sandbox"
+	same.Content.Data = map[string]string{"b": "2", "a": "1"}
+	if payloadKey(&base) != payloadKey(&same) {
+		t.Error("messages differing only in headers got different payload keys")
+	}
+	change := []func(m *notify.OutboundMessage){
+		func(m *notify.OutboundMessage) { m.Content.Title = "T2" },
+		func(m *notify.OutboundMessage) { m.Content.Body = "B2" },
+		func(m *notify.OutboundMessage) { m.Content.ImageURL = "https://i" },
+		func(m *notify.OutboundMessage) { m.Content.Link = "x://l" },
+		func(m *notify.OutboundMessage) { m.Priority = notify.PriorityNormal },
+		func(m *notify.OutboundMessage) { m.Content.Data = map[string]string{"a": "1"} },
+		func(m *notify.OutboundMessage) { m.Content.Data = map[string]string{"a": "1", "b": "3"} },
+		func(m *notify.OutboundMessage) { m.Content.Title, m.Content.Body = "TB", "" },
+	}
+	for i, f := range change {
+		m := base
+		m.Content.Data = map[string]string{"a": "1", "b": "2"}
+		f(&m)
+		if payloadKey(&m) == payloadKey(&base) {
+			t.Errorf("change %d: same key for a different payload", i)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -65,9 +66,11 @@ func (a App) LogValue() slog.Value {
 type Config struct {
 	// Apps maps the app name carried by deliveries ("default") to its Firebase project.
 	Apps map[string]App
-	// HTTPClient, when set, carries every request (e.g. an HTTP/2 client); the Sender adds
-	// authentication on top of its transport when an app needs it. nil: the Sender's own
-	// HTTP/1.1-or-2 client with a connection pool sized to MaxConcurrency.
+	// HTTPClient, when set, carries every request (e.g. an HTTP/2 client trusting the sandbox's
+	// TLS listener); the Sender adds authentication on top of its transport when an app needs
+	// it, and the caller closes it. nil: the Sender's own client, which speaks HTTP/2 to Google
+	// (TLS) and HTTP/1.1 to a plain-HTTP endpoint, with an idle pool as large as
+	// MaxConcurrency so HTTP/1.1 connections are reused rather than churned.
 	HTTPClient *http.Client
 	// MaxConcurrency bounds HTTP requests in flight across all Send calls; default 100.
 	MaxConcurrency int
@@ -107,7 +110,7 @@ type Sender struct {
 var _ notify.Sender = (*Sender)(nil)
 
 // New builds a messaging client for every app. It fails if any app's credentials cannot be
-// loaded; it makes no network call.
+// loaded; it sends nothing to FCM.
 func New(ctx context.Context, cfg Config) (*Sender, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -124,17 +127,24 @@ func New(ctx context.Context, cfg Config) (*Sender, error) {
 
 	hc := cfg.HTTPClient
 	if hc == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConns = max(t.MaxIdleConns, 2*s.maxInFlight)
-		t.MaxIdleConnsPerHost = s.maxInFlight
-		t.ForceAttemptHTTP2 = true
-		s.transport = t
-		hc = &http.Client{Transport: t, Timeout: requestTimeout}
+		// http.DefaultTransport's settings, with an idle pool that holds every connection the
+		// in-flight bound can open.
+		s.transport = &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          2 * s.maxInFlight,
+			MaxIdleConnsPerHost:   s.maxInFlight,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		}
+		hc = &http.Client{Transport: s.transport, Timeout: requestTimeout}
 	}
 	for name, a := range cfg.Apps {
 		client, err := appHTTPClient(ctx, hc, a)
 		if err != nil {
-			s.Close()
+			_ = s.Close()
 			return nil, fmt.Errorf("fcm: app %q: credentials: %w", name, err)
 		}
 		opts := []option.ClientOption{option.WithHTTPClient(client)}
@@ -143,12 +153,12 @@ func New(ctx context.Context, cfg Config) (*Sender, error) {
 		}
 		fa, err := firebase.NewApp(ctx, &firebase.Config{ProjectID: a.ProjectID}, opts...)
 		if err != nil {
-			s.Close()
+			_ = s.Close()
 			return nil, fmt.Errorf("fcm: app %q: %w", name, err)
 		}
 		mc, err := fa.Messaging(ctx)
 		if err != nil {
-			s.Close()
+			_ = s.Close()
 			return nil, fmt.Errorf("fcm: app %q: messaging client: %w", name, err)
 		}
 		s.apps[name] = mc

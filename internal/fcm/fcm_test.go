@@ -282,3 +282,18 @@ func TestAppLogValueHidesCredentials(t *testing.T) {
 		t.Errorf("logged %s", b.String())
 	}
 }
+
+// A payload the SDK refuses before sending fails its own group only, as a permanent rejection.
+func TestSendInvalidPayloadRejectsItsGroupOnly(t *testing.T) {
+	t.Parallel()
+	s, sb := setup(t)
+	bad := notify.Content{Body: "b", ImageURL: "not a url"}
+	good := notify.Content{Body: "b"}
+	res := send(t, s, msg("d0", "tok-a-0000000000", bad), msg("d1", "tok-b-0000000000", good), msg("d2", "tok-c-0000000000", bad))
+	wantCode(t, res[0], notify.EREJECTED)
+	wantCode(t, res[1], "")
+	wantCode(t, res[2], notify.EREJECTED)
+	if n := sb.Recorder.Len(); n != 1 {
+		t.Errorf("recorded %d, want 1", n)
+	}
+}
