@@ -1,0 +1,328 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"herald/internal/notify"
+)
+
+// MinDynamoWindow is the shortest window the DynamoDB limiter counts in. A window normally lasts
+// Burst/PerSecond (so at most Burst units go at once, as with the local Limiter); a smaller burst
+// would mean a DynamoDB write per few units, so the window is stretched to this length and its
+// allowance to PerSecond × window — the same sustained rate with a larger burst.
+const MinDynamoWindow = 100 * time.Millisecond
+
+// dynamoItemTTL is how long a window's item outlives the window before TTL may delete it.
+const dynamoItemTTL = time.Minute
+
+// Dynamo is the AWS runtime's rate limiter: a token bucket per key kept in DynamoDB, shared by
+// every concurrent Lambda, with the local Limiter's contract (rates by longest key prefix, keys
+// without one unlimited, n above the burst waits proportionally).
+//
+// Time is cut into fixed windows of Burst/PerSecond (at least MinDynamoWindow), each allowing
+// Burst units. One item per key and window counts the units taken, raised by a conditional
+// UpdateItem `ADD used :n` that fails when the window would go over; a caller that finds its
+// window full (or only partly free: it takes what is left) sleeps until the next window, plus
+// jitter so contending callers spread out. A request larger than a window's allowance takes it
+// window by window. Over any interval D at most PerSecond×D + 2×Burst units pass (the boundary
+// of two windows can pass a burst each), plus whatever hosts whose clocks lag by a window add.
+//
+// Cost: one write per successful take plus one per contended attempt — about (callers per
+// window + 1) writes per window per busy key, e.g. 10 windows/s × a few callers; items expire by
+// TTL.
+type Dynamo struct {
+	client *dynamodb.Client
+	table  string
+	rates  map[string]Rate
+	clock  notify.Clock
+
+	mu    sync.Mutex
+	specs map[string]*windowSpec // key → its windows; nil: unlimited
+	full  map[string]int64       // key → a window index seen full, so other waiters here skip the write
+}
+
+var _ notify.RateLimiter = (*Dynamo)(nil)
+
+// windowSpec is how one key's time is cut: windows of size, each allowing allowance units.
+type windowSpec struct {
+	size      time.Duration
+	allowance int
+}
+
+// NewDynamo returns a limiter keeping its buckets in table (see CreateDynamoTable); clock nil
+// means the system clock. Every process sharing a quota must use the same rates.
+func NewDynamo(client *dynamodb.Client, table string, rates map[string]Rate, clock notify.Clock) *Dynamo {
+	if clock == nil {
+		clock = notify.SystemClock{}
+	}
+	return &Dynamo{client: client, table: table, rates: rates, clock: clock, specs: map[string]*windowSpec{}, full: map[string]int64{}}
+}
+
+// dynamoWindow cuts time for a rate: the window in which Burst units accrue, stretched to
+// MinDynamoWindow if shorter, with the whole units that accrue in it as its allowance.
+func dynamoWindow(r Rate) windowSpec {
+	burst := r.Burst
+	if burst <= 0 {
+		burst = max(1, int(r.PerSecond/10))
+	}
+	if float64(burst)/r.PerSecond < MinDynamoWindow.Seconds() {
+		burst = int(math.Ceil(r.PerSecond * MinDynamoWindow.Seconds()))
+	}
+	return windowSpec{size: time.Duration(float64(burst) / r.PerSecond * float64(time.Second)), allowance: burst}
+}
+
+func (w windowSpec) index(t time.Time) int64     { return t.UnixNano() / int64(w.size) }
+func (w windowSpec) start(index int64) time.Time { return time.Unix(0, index*int64(w.size)) }
+
+func (d *Dynamo) spec(key string) *windowSpec {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.specs[key]
+	if !ok {
+		if r, found := longestPrefixRate(d.rates, key); found && r.PerSecond > 0 {
+			w := dynamoWindow(r)
+			s = &w
+		}
+		d.specs[key] = s
+	}
+	return s
+}
+
+// longestPrefixRate is the Rate of the longest prefix of key in rates, as the local Limiter
+// picks it.
+func longestPrefixRate(rates map[string]Rate, key string) (Rate, bool) {
+	best, found, bestLen := Rate{}, false, -1
+	for prefix, r := range rates {
+		if strings.HasPrefix(key, prefix) && len(prefix) > bestLen {
+			best, found, bestLen = r, true, len(prefix)
+		}
+	}
+	return best, found
+}
+
+// Wait blocks until n units for key have been taken, or returns ctx's error. Units already taken
+// when ctx ends stay taken (as with the local Limiter: conservative, not a leak). DynamoDB
+// failures are returned with a notify code (ETHROTTLED, EUNAVAILABLE, ENOTFOUND for a missing
+// table, EAUTH).
+func (d *Dynamo) Wait(ctx context.Context, key string, n int) error {
+	w := d.spec(key)
+	if w == nil || n <= 0 {
+		return ctx.Err()
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		idx := w.index(d.clock.Now())
+		got, err := d.take(ctx, key, w, idx, min(n, w.allowance))
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		if n -= got; n == 0 {
+			return nil
+		}
+		// This window has nothing more for us: wait for the next one.
+		pause := w.start(idx+1).Sub(d.clock.Now()) + rand.N(w.size/4+1)
+		if err := sleep(ctx, pause); err != nil {
+			return err
+		}
+	}
+}
+
+// take takes up to want units from window idx of key and returns how many it got: want if they
+// fit, what is left if less, 0 if the window is full.
+func (d *Dynamo) take(ctx context.Context, key string, w *windowSpec, idx int64, want int) (int, error) {
+	if d.seenFull(key, idx) {
+		return 0, nil
+	}
+	for want > 0 {
+		used, ok, err := d.add(ctx, key, w, idx, want)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			if used >= w.allowance {
+				d.markFull(key, idx)
+			}
+			return want, nil
+		}
+		if used >= w.allowance {
+			d.markFull(key, idx)
+			return 0, nil
+		}
+		want = min(want, w.allowance-used) // someone took part of it meanwhile; take what is left
+	}
+	return 0, nil
+}
+
+// add is the one conditional write: window idx of key gets n more units unless that would take
+// it over the allowance. It reports the window's count after the write (ok) or as found (not ok).
+func (d *Dynamo) add(ctx context.Context, key string, w *windowSpec, idx int64, n int) (used int, ok bool, err error) {
+	expires := w.start(idx + 1).Add(dynamoItemTTL).Unix()
+	out, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(d.table),
+		Key:                 map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: windowKey(key, w, idx)}},
+		UpdateExpression:    aws.String("SET expires = :exp ADD used :n"),
+		ConditionExpression: aws.String("attribute_not_exists(used) OR used <= :max"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":n":   &types.AttributeValueMemberN{Value: strconv.Itoa(n)},
+			":max": &types.AttributeValueMemberN{Value: strconv.Itoa(w.allowance - n)},
+			":exp": &types.AttributeValueMemberN{Value: strconv.FormatInt(expires, 10)},
+		},
+		ReturnValues:                        types.ReturnValueUpdatedNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return usedIn(out.Attributes, n), true, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		// Without the old item (an emulator may not return it) assume the window is full.
+		return usedIn(ccf.Item, w.allowance), false, nil
+	}
+	return 0, false, dynamoError(err, "ratelimit: take %d for %s from %s", n, key, d.table)
+}
+
+// windowKey names window idx of key; the window size is part of it, so processes briefly
+// running with different rates (a deploy) count in different items rather than misreading
+// each other's.
+func windowKey(key string, w *windowSpec, idx int64) string {
+	return key + "#" + strconv.FormatInt(int64(w.size), 10) + "#" + strconv.FormatInt(idx, 10)
+}
+
+// usedIn reads the "used" count from an item, or returns def.
+func usedIn(item map[string]types.AttributeValue, def int) int {
+	if v, ok := item["used"].(*types.AttributeValueMemberN); ok {
+		if n, err := strconv.Atoi(v.Value); err == nil {
+			return n
+		}
+	}
+	return def
+}
+
+func (d *Dynamo) seenFull(key string, idx int64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.full[key] == idx
+}
+
+func (d *Dynamo) markFull(key string, idx int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if idx > d.full[key] {
+		d.full[key] = idx
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// CreateDynamoTable creates the limiter's table (partition key "key", on-demand) if it does not
+// exist, waits for it, and turns on TTL on "expires". infra/ creates the same table in AWS; this
+// is for tests and local setups.
+func CreateDynamoTable(ctx context.Context, client *dynamodb.Client, table string) error {
+	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("key"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("key"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return dynamoError(err, "ratelimit: create table %s", table)
+	}
+	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay = 100 * time.Millisecond
+		o.MaxDelay = 2 * time.Second
+	})
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 2*time.Minute); err != nil {
+		return notify.Wrap(notify.EUNAVAILABLE, err, "ratelimit: wait for table %s", table)
+	}
+	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	if err != nil {
+		return dynamoError(err, "ratelimit: describe TTL of %s", table)
+	}
+	if d := ttl.TimeToLiveDescription; d != nil && aws.ToString(d.AttributeName) == "expires" &&
+		(d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
+		return nil
+	}
+	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName:               aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("expires"), Enabled: aws.Bool(true)},
+	})
+	if err != nil {
+		return dynamoError(err, "ratelimit: enable TTL on %s", table)
+	}
+	return nil
+}
+
+// dynamoCodes maps DynamoDB (and generic AWS) error codes to Herald's codes.
+var dynamoCodes = map[string]string{
+	"ProvisionedThroughputExceededException": notify.ETHROTTLED,
+	"ThrottlingException":                    notify.ETHROTTLED,
+	"RequestLimitExceeded":                   notify.ETHROTTLED,
+	"ResourceNotFoundException":              notify.ENOTFOUND,
+	"ValidationException":                    notify.EINVALID,
+	"AccessDeniedException":                  notify.EAUTH,
+	"UnrecognizedClientException":            notify.EAUTH,
+	"ExpiredTokenException":                  notify.EAUTH,
+	"InternalServerError":                    notify.EUNAVAILABLE,
+	"ServiceUnavailable":                     notify.EUNAVAILABLE,
+}
+
+// dynamoError gives a DynamoDB error a notify code: the service's code, else the HTTP status,
+// else EUNAVAILABLE for a request that got no response.
+func dynamoError(err error, format string, args ...any) error {
+	var apiErr smithy.APIError
+	code, ok := "", false
+	if errors.As(err, &apiErr) {
+		code, ok = dynamoCodes[apiErr.ErrorCode()]
+	}
+	if !ok {
+		var respErr *awshttp.ResponseError
+		var sendErr *smithyhttp.RequestSendError
+		var netErr net.Error
+		switch {
+		case errors.As(err, &respErr) && respErr.HTTPStatusCode() >= 500:
+			code = notify.EUNAVAILABLE
+		case errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusTooManyRequests:
+			code = notify.ETHROTTLED
+		case errors.As(err, &sendErr) || errors.As(err, &netErr) ||
+			errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+			code = notify.EUNAVAILABLE
+		default:
+			code = notify.EINTERNAL
+		}
+	}
+	return notify.Wrap(code, err, format, args...)
+}
