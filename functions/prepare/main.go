@@ -1,0 +1,22 @@
+// Command prepare resolves a chunk of recipients into deliveries and send batches (realtime and bulk queues).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"herald/internal/awsenv"
+	"herald/internal/pipeline"
+)
+
+func main() {
+	env, err := awsenv.Load(context.Background(), awsenv.Options{Senders: false})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "prepare: config:", err)
+		os.Exit(1)
+	}
+	lambda.Start(env.SQSHandler(func(queue string) pipeline.Handler { return env.Pipeline.Prepare() }))
+}

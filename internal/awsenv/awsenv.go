@@ -1,0 +1,226 @@
+// Package awsenv builds Herald's AWS runtime from a Lambda function's environment: herald.yaml,
+// table and queue names, secrets from Secrets Manager, and the DynamoDB, SQS, EventBridge
+// Scheduler and provider adapters. Every functions/<name>/main.go calls Load, then hands one of
+// the handlers here to lambda.Start. Configuration errors surface from Load, before lambda.Start;
+// handlers never exit the process.
+package awsenv
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/guregu/dynamo/v2"
+
+	"herald/internal/config"
+	"herald/internal/ddb"
+	"herald/internal/notify"
+	"herald/internal/pipeline"
+	"herald/internal/ratelimit"
+	"herald/internal/scheduler"
+	"herald/internal/seal"
+	"herald/internal/sqs"
+)
+
+// Environment variables a Herald function reads. The CDK app sets them.
+const (
+	EnvConfig         = "HERALD_CONFIG"           // herald.yaml's content (secrets are names only)
+	EnvConfigFile     = "HERALD_CONFIG_FILE"      // or a path to it; default herald.yaml beside the binary
+	EnvTablePrefix    = "HERALD_TABLE_PREFIX"     // e.g. herald-prod- (tables <prefix>notifications, …)
+	EnvQueueURLPrefix = "HERALD_QUEUE_URL_PREFIX" // e.g. https://sqs.us-east-1.amazonaws.com/123456789012/herald-prod-
+	EnvQueueARNPrefix = "HERALD_QUEUE_ARN_PREFIX" // e.g. arn:aws:sqs:us-east-1:123456789012:herald-prod-
+	EnvRateLimitTable = "HERALD_RATELIMIT_TABLE"  // the shared token-bucket table
+	EnvScheduleGroup  = "HERALD_SCHEDULE_GROUP"   // EventBridge Scheduler group
+	EnvSchedulerRole  = "HERALD_SCHEDULER_ROLE_ARN"
+	EnvSchedulerDLQ   = "HERALD_SCHEDULER_DLQ_ARN"
+)
+
+// Env is a function's wired runtime.
+type Env struct {
+	Config    *config.Config
+	AWS       aws.Config
+	Store     *ddb.Store
+	Queue     *sqs.Queue
+	Scheduler notify.Scheduler // nil when no schedule group is configured
+	Pipeline  *pipeline.Pipeline
+	Log       *slog.Logger
+	Keys      map[string]string // API key → service
+
+	queuePrefix string
+}
+
+// Options choose what Load builds.
+type Options struct {
+	Senders bool // build provider senders (only the send function needs them)
+}
+
+// Load reads the environment and builds the adapters. Every problem is reported at once.
+func Load(ctx context.Context, o Options) (*Env, error) {
+	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	slog.SetDefault(log)
+	cfg, err := loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	var missing []error
+	need := func(k string) string {
+		v := os.Getenv(k)
+		if v == "" {
+			missing = append(missing, fmt.Errorf("environment variable %s is not set", k))
+		}
+		return v
+	}
+	tablePrefix, urlPrefix := need(EnvTablePrefix), need(EnvQueueURLPrefix)
+	if err := errors.Join(missing...); err != nil {
+		return nil, err
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("aws config: %w", err)
+	}
+	e := &Env{Config: cfg, AWS: awsCfg, Log: log, queuePrefix: queueNameOf(urlPrefix)}
+
+	sm := secretsmanager.NewFromConfig(awsCfg)
+	cipher, err := contactsCipher(ctx, sm, cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := dynamo.New(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	if e.Store, err = ddb.New(db, ddb.TablesWithPrefix(tablePrefix), cipher, notify.SystemClock{}); err != nil {
+		return nil, err
+	}
+	sqsClient := awssqs.NewFromConfig(awsCfg)
+	e.Queue = sqs.New(sqsClient, queueURLs(cfg, urlPrefix))
+	if g := os.Getenv(EnvScheduleGroup); g != "" {
+		arns := map[string]string{}
+		for _, s := range cfg.Services {
+			arns[notify.IngestQueue(s.Name)] = os.Getenv(EnvQueueARNPrefix) + notify.IngestQueue(s.Name)
+		}
+		e.Scheduler, err = scheduler.New(awsscheduler.NewFromConfig(awsCfg), scheduler.Config{
+			GroupName: g, RoleARN: os.Getenv(EnvSchedulerRole), QueueARNs: arns, DLQARN: os.Getenv(EnvSchedulerDLQ),
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if e.Keys, err = apiKeys(ctx, sm, cfg); err != nil {
+		return nil, err
+	}
+	var senders []notify.Sender
+	var limiter notify.RateLimiter
+	if o.Senders {
+		if senders, err = buildSenders(ctx, sm, cfg, awsCfg); err != nil {
+			return nil, err
+		}
+		if t := os.Getenv(EnvRateLimitTable); t != "" {
+			p := cfg.Providers
+			limiter = ratelimit.NewDynamo(dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }), t,
+				map[string]ratelimit.Rate{
+					string(notify.ProviderFCM): {PerSecond: p.FCM.RatePerSecond}, string(notify.ProviderAPNs): {PerSecond: p.APNs.RatePerSecond},
+					string(notify.ProviderSES): {PerSecond: p.SES.RatePerSecond}, string(notify.ProviderTwilio): {PerSecond: p.Twilio.RatePerSecond},
+				}, notify.SystemClock{})
+		}
+	}
+	e.Pipeline = pipeline.New(pipeline.Deps{Store: e.Store, Queue: e.Queue, Senders: senders, Limiter: limiter, Logger: log},
+		pipeline.Config{
+			MaxAttempts: cfg.Retry.MaxAttempts, RetryBase: cfg.Retry.Base.D(), RetryMax: cfg.Retry.Max.D(),
+			SendLease: cfg.Lanes["realtime"].Send.VisibilityTimeout.D(), InboxTTL: cfg.Inbox.TTL.D(),
+		})
+	return e, nil
+}
+
+func loadConfig() (*config.Config, error) {
+	if y := os.Getenv(EnvConfig); y != "" {
+		return config.Parse([]byte(y))
+	}
+	path := os.Getenv(EnvConfigFile)
+	if path == "" {
+		path = "herald.yaml"
+	}
+	return config.Load(path)
+}
+
+// queueURLs maps every logical queue name to its URL.
+func queueURLs(cfg *config.Config, prefix string) map[string]string {
+	names := []string{notify.StageCleanup, notify.StageBounce}
+	for _, s := range cfg.Services {
+		names = append(names, notify.IngestQueue(s.Name))
+	}
+	for _, l := range notify.Lanes {
+		for _, st := range []string{notify.StagePrepare, notify.StageSend, notify.StageRecord} {
+			names = append(names, notify.LaneQueue(st, l))
+		}
+	}
+	out := make(map[string]string, 2*len(names))
+	for _, n := range names {
+		out[n] = prefix + n
+		out[notify.DLQName(n)] = prefix + notify.DLQName(n)
+	}
+	return out
+}
+
+// queueNameOf returns the queue-name prefix in a queue URL prefix ("…/123/herald-prod-" → "herald-prod-").
+func queueNameOf(urlPrefix string) string {
+	return urlPrefix[strings.LastIndexByte(urlPrefix, '/')+1:]
+}
+
+// LogicalQueue turns an event source ARN (arn:aws:sqs:…:herald-prod-send-bulk) into the
+// logical queue name ("send-bulk").
+func (e *Env) LogicalQueue(arn string) string {
+	name := arn[strings.LastIndexByte(arn, ':')+1:]
+	return strings.TrimPrefix(name, e.queuePrefix)
+}
+
+func secret(ctx context.Context, sm *secretsmanager.Client, name string) (string, error) {
+	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(name)})
+	if err != nil {
+		return "", fmt.Errorf("secret %s: %w", name, err)
+	}
+	if out.SecretString != nil {
+		return *out.SecretString, nil
+	}
+	return string(out.SecretBinary), nil
+}
+
+func contactsCipher(ctx context.Context, sm *secretsmanager.Client, cfg *config.Config) (*seal.Box, error) {
+	key := cfg.Contacts.EncryptionKey
+	if key == "" {
+		var err error
+		if key, err = secret(ctx, sm, cfg.Contacts.EncryptionKeySecret); err != nil {
+			return nil, fmt.Errorf("contacts.encryption_key_secret: %w", err)
+		}
+	}
+	if _, err := base64.StdEncoding.DecodeString(strings.TrimSpace(key)); err != nil {
+		return nil, fmt.Errorf("contacts encryption key: not base64")
+	}
+	return seal.FromBase64(strings.TrimSpace(key))
+}
+
+// apiKeys collects each service's keys: inline api_keys plus the comma- or newline-separated
+// keys in its api_key_secret.
+func apiKeys(ctx context.Context, sm *secretsmanager.Client, cfg *config.Config) (map[string]string, error) {
+	keys := cfg.Keys()
+	for _, s := range cfg.Services {
+		if s.APIKeySecret == "" {
+			continue
+		}
+		v, err := secret(ctx, sm, s.APIKeySecret)
+		if err != nil {
+			return nil, fmt.Errorf("services %s api_key_secret: %w", s.Name, err)
+		}
+		for _, k := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '\n' || r == ' ' }) {
+			keys[k] = s.Name
+		}
+	}
+	return keys, nil
+}

@@ -1,0 +1,59 @@
+package awsenv
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"herald/internal/api"
+	"herald/internal/notify"
+	"herald/internal/pipeline"
+	"herald/internal/sqs"
+)
+
+// SQSHandler returns a Lambda handler for SQS event source mappings: each record's queue is
+// taken from its event source ARN, the stage for that queue comes from pick, and the glue
+// settles every record exactly as the local runtime's workers do (partial batch failures,
+// backoff through the visibility timeout, immediate dead-lettering of permanent failures).
+func (e *Env) SQSHandler(pick func(queue string) pipeline.Handler) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		byQueue := map[string][]events.SQSMessage{}
+		var order []string
+		for _, r := range ev.Records {
+			q := e.LogicalQueue(r.EventSourceARN)
+			if _, ok := byQueue[q]; !ok {
+				order = append(order, q)
+			}
+			byQueue[q] = append(byQueue[q], r)
+		}
+		var resp events.SQSEventResponse
+		for _, q := range order {
+			g := &sqs.Glue{Queue: e.Queue, QueueName: q, DLQName: notify.DLQName(q),
+				RetryBase: e.Config.Retry.Base.D(), RetryMax: e.Config.Retry.Max.D(), Logger: e.Log}
+			r, err := g.Handle(ctx, events.SQSEvent{Records: byQueue[q]}, pick(q))
+			if err != nil {
+				return r, err
+			}
+			resp.BatchItemFailures = append(resp.BatchItemFailures, r.BatchItemFailures...)
+		}
+		return resp, nil
+	}
+}
+
+// IngestStage picks the ingest handler of the service whose queue a record came from.
+func (e *Env) IngestStage(queue string) pipeline.Handler {
+	const prefix = "ingest-"
+	service := queue
+	if len(queue) > len(prefix) && queue[:len(prefix)] == prefix {
+		service = queue[len(prefix):]
+	}
+	return e.Pipeline.Ingest(service, e.Scheduler)
+}
+
+// APIHandler serves the HTTP API behind API Gateway (HTTP API, payload format 2.0).
+func (e *Env) APIHandler() func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	h := api.New(api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log})
+	return httpadapter.NewV2(http.Handler(h)).ProxyWithContext
+}

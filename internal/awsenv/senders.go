@@ -1,0 +1,83 @@
+package awsenv
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"herald/internal/apns"
+	"herald/internal/config"
+	"herald/internal/fcm"
+	"herald/internal/notify"
+	"herald/internal/ses"
+	"herald/internal/twilio"
+)
+
+// buildSenders makes one sender per configured provider, reading credentials from Secrets
+// Manager by the names in herald.yaml.
+func buildSenders(ctx context.Context, sm *secretsmanager.Client, cfg *config.Config, awsCfg aws.Config) ([]notify.Sender, error) {
+	p := cfg.Providers
+	var out []notify.Sender
+	if len(p.FCM.Apps) > 0 {
+		fc := fcm.Config{Apps: map[string]fcm.App{}}
+		for name, a := range p.FCM.Apps {
+			app := fcm.App{ProjectID: a.ProjectID, Endpoint: a.Endpoint}
+			if a.CredentialsSecret != "" {
+				v, err := secret(ctx, sm, a.CredentialsSecret)
+				if err != nil {
+					return nil, fmt.Errorf("providers.fcm.apps.%s.credentials_secret: %w", name, err)
+				}
+				app.CredentialsJSON = []byte(v)
+			}
+			fc.Apps[name] = app
+		}
+		s, err := fcm.New(ctx, fc)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	if len(p.APNs.Apps) > 0 {
+		ac := apns.Config{Apps: map[string]apns.App{}}
+		for name, a := range p.APNs.Apps {
+			v, err := secret(ctx, sm, a.KeySecret)
+			if err != nil {
+				return nil, fmt.Errorf("providers.apns.apps.%s.key_secret: %w", name, err)
+			}
+			ac.Apps[name] = apns.App{Topic: a.Topic, KeyID: a.KeyID, TeamID: a.TeamID, KeyP8: []byte(v), Endpoint: a.Endpoint}
+		}
+		s, err := apns.New(ac)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	if p.SES.From != "" {
+		c := awsCfg.Copy()
+		s, err := ses.New(ctx, ses.Config{From: p.SES.From, ConfigurationSet: p.SES.ConfigurationSet, Region: p.SES.Region,
+			Endpoint: p.SES.Endpoint, AWS: &c})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	if p.Twilio.AccountSID != "" {
+		token := p.Twilio.AuthToken
+		if p.Twilio.AuthTokenSecret != "" {
+			v, err := secret(ctx, sm, p.Twilio.AuthTokenSecret)
+			if err != nil {
+				return nil, fmt.Errorf("providers.twilio.auth_token_secret: %w", err)
+			}
+			token = v
+		}
+		s, err := twilio.New(twilio.Config{AccountSID: p.Twilio.AccountSID, AuthToken: token, From: p.Twilio.From,
+			MessagingServiceSID: p.Twilio.MessagingServiceSID, BaseURL: p.Twilio.BaseURL})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

@@ -1,0 +1,126 @@
+// Package ddb is notify.Store on DynamoDB, written with github.com/guregu/dynamo/v2 (and the raw
+// SDK client it wraps where a request needs a field guregu does not expose: per-item
+// ReturnValuesOnConditionCheckFailure, cancellation reasons). It passes the conformance suite in
+// internal/notify/storetest against DynamoDB Local.
+//
+// # Tables
+//
+// Five tables, all PAY_PER_REQUEST; TableSpecs is the machine-readable form of this section (the
+// CDK app mirrors it) and CreateTables creates them for tests and tooling. Times are stored as
+// unix nanoseconds (N), TTL attributes as epoch seconds.
+//
+// notifications — pk (S), sk (S), TTL attribute ttl. Item types:
+//
+//	pk N#<id>             sk N              the notification: status, chunks_total, created_at,
+//	                                        updated_at, rcpt_count, rcpt_ver, rcpt_starts, shards
+//	                                        (counter shards in use, NS), and doc (the rest as JSON,
+//	                                        without recipients, status or stats)
+//	pk N#<id>             sk R#<ver>#<k>    recipient chunk k: up to 500 recipients, gzipped JSON,
+//	                                        at most 300 KB (a 10,000-recipient notification is
+//	                                        ~330 KB of JSON: too close to the 400 KB item limit to
+//	                                        keep in the main item). rcpt_starts[k] is its offset.
+//	pk K#<sha256(service,key)> sk K         idempotency key claim: notification_id
+//	pk N#<id>#S#<00..15>  sk S              counter shard: total_<channel>, sent_<channel>,
+//	                                        failed_<channel>, skipped_<channel>, chunks_prepared
+//	pk N#<id>#C#<chunk>   sk C              prepared-chunk marker, ttl = 30 days
+//
+// deliveries — pk id (S), TTL attribute ttl (30 days after creation). One item per delivery with
+// notification_id, nshard, sshard, user_id, channel, provider, app, address_masked, status,
+// reason, detail, attempts, provider_message_id, lease_until, updated_at. There is no address
+// attribute: the raw token, email or phone only travels in queue messages. GSI by_notification:
+// nshard (S, "<notification id>#<00..15>", by hash of the delivery id) × id, KEYS_ONLY — sharded
+// so a large campaign's inserts spread over 16 index partitions, keys only so claims and
+// verdicts (which change no key) never write the index.
+//
+// users — pk (S), sk (S):
+//
+//	pk U#<user>   sk D#<token>   a device (platform, app, environment, locale, time zone)
+//	pk T#<token>  sk T           the token's owner: user_id, updated_at
+//	pk U#<user>   sk C           the contact, sealed whole with the notify.Cipher
+//	pk U#<user>   sk P           preferences: opt_out (map), marketing_consent_at,
+//	                             night_consent_at (absent: no consent), updated_at
+//
+// The lookup by token is the owner item rather than a GSI on token: a GSI is eventually
+// consistent, and a token re-registered to another user a moment after logout must leave the
+// first user at once, or that user's messages reach the new user's phone.
+//
+// suppressions — pk address_key (S, notify.AddressKey: a hash). channel, masked, reason,
+// created_at; never the address.
+//
+// inbox — pk user_id (S), sk id (S), TTL attribute ttl (from ExpiresAt). ord = "<created_at as
+// 20 digits>#<id>"; unread = ord while the item is unread, absent once read. LSI newest (sort
+// key ord, ALL) serves ListInbox newest first; LSI unread (sort key unread, INCLUDE expires_at)
+// is sparse — only unread items are in it — and serves UnreadCount and MarkAllRead. Local
+// indexes can be read consistently; they cap one user's inbox at 10 GB. TTL deletion is lazy (up
+// to days late), so every read filters on expires_at.
+//
+// # Conditional and transactional writes
+//
+//   - CreateNotification: one TransactWriteItems of the main item (attribute_not_exists), the key
+//     claim (attribute_not_exists) and the recipient chunks, so the notification appears whole
+//     and two racing requests with one key cannot both win. The cancellation reasons say which
+//     condition lost; the stored notification is read back and returned with created=false.
+//     Recipients too big for one transaction (4 MB, 100 items) are written first with
+//     BatchWriteItem under a fresh version that only the winning main item names; a loser
+//     deletes its chunks (leftovers after a crash are unreachable garbage).
+//   - Counters: every transition that changes Stats writes its delta with an ADD on a counter
+//     shard in the same transaction, aggregated per transaction (one ADD per ≤ 98 deliveries).
+//     The shard is the chunk's (chunk mod 16; a delivery keeps its chunk's shard in sshard, and
+//     its verdicts count there): the chunks of a campaign, prepared and sent concurrently, spread
+//     over 16 partitions instead of one hot item (1,000 WCU per partition) and rarely conflict,
+//     while a notification of one chunk keeps one shard. The first transaction writing to a
+//     shard also ADDs it to the main item's shards set (idempotent), so GetNotification reads
+//     the main item and shard 0 and then only the other shards listed.
+//   - CreateDeliveries: transactions of ≤ 98 conditional puts (attribute_not_exists) + 1 shard
+//     ADD of exactly the deliveries in that transaction, then the chunk marker
+//     (attribute_not_exists) with chunks_prepared+1 last. A ConditionalCheckFailed reason marks a
+//     delivery that already exists (ALL_OLD returns its status for the pending list): it is taken
+//     out and the transaction retried without it, so only what this call inserted is counted. A
+//     crash midway leaves counted deliveries and no marker; the redelivered chunk adds the rest.
+//     A marked chunk changes nothing.
+//   - ClaimDeliveries: one UpdateItem per delivery, 16 at once, conditioned on status = PENDING
+//     or (SENDING and lease_until < now); ALL_NEW is the claimed delivery, ALL_OLD on a failed
+//     condition tells a live lease (busy) from a terminal or unknown one atomically.
+//   - CompleteDeliveries: a consistent BatchGetItem reads channel, status and shard (the channel
+//     decides which counter moves), then transactions of ≤ 98 updates conditioned on status =
+//     SENDING and the notification id + 1 shard ADD; lost conditions are dropped and the rest
+//     retried.
+//   - SetNotificationStatus / SetChunksTotal: conditional UpdateItem (attribute_exists, status IN
+//     from); ALL_OLD on failure tells ENOTFOUND from ECONFLICT.
+//   - PutDevice: transaction of the device put and the owner item put conditioned on
+//     attribute_not_exists or user_id = this user — one request for a new token or a refresh.
+//     When another user owns the token, ALL_OLD names them and a second transaction moves it:
+//     owner put conditioned on that user, plus the delete of their device item. DeleteDevice
+//     and RemoveDeadDevice delete both items in one transaction, conditioned on the owner (and
+//     updated_at <= seenBefore).
+//   - Inbox writes: PutItem attribute_not_exists (a redelivered item leaves the stored one as it
+//     is), MarkRead/MarkAllRead UpdateItem attribute_not_exists(read_at), DeleteInboxItem
+//     attribute_exists.
+//
+// Transactions carry a fresh ClientRequestToken, so the SDK's retry of a request whose answer
+// was lost cannot apply it twice. TransactionConflict and throttling reasons (and
+// TransactionConflictException on single-item writes) are retried up to 12 times with jittered
+// backoff. Batch reads and writes go through guregu/dynamo, which retries UnprocessedKeys and
+// UnprocessedItems with exponential backoff until the context ends.
+//
+// # Reads and their cost
+//
+// GetNotification is one consistent BatchGetItem of the main item and shard 0 (2 RCU), plus one
+// of the other registered shards for a notification of several chunks (up to 15 more RCU);
+// GetRecipients a GetItem and a Query of the chunks a page overlaps. ListDevices is a consistent
+// Query per user, 16 at once; GetContacts, GetPreferences and Suppressed are consistent
+// BatchGetItems of 100 keys. ListDeliveries queries the 16 index shards for the next limit+1 ids
+// each, merges them, and reads the page with a BatchGetItem; the index is eventually consistent,
+// so a listing may lag a write by a moment. ListInbox pages the newest index with an opaque
+// cursor (base64url of the last item's ord, from which the LastEvaluatedKey is rebuilt).
+// UnreadCount is a Select COUNT Query of the sparse unread index: it reads every unread entry of
+// the user (index entries are ~100 bytes, so ~40 per 0.5 RCU), cheap for a normal inbox and
+// proportional to the backlog for one with thousands unread.
+//
+// # Errors
+//
+// Failures cross the port as *notify.Error: lost conditions are ECONFLICT (or the ENOTFOUND
+// the contract names), throttling, ProvisionedThroughputExceeded, transaction conflicts, 5xx and
+// transport errors EUNAVAILABLE, oversize items ETOOLARGE, other validation errors EINVALID,
+// anything else EINTERNAL; each wrapped with the operation ("ddb: claim deliveries: …").
+package ddb

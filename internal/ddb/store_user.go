@@ -1,0 +1,386 @@
+package ddb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/guregu/dynamo/v2"
+
+	"herald/internal/notify"
+)
+
+// Keys of the users table.
+const (
+	skContact     = "C"
+	skPreferences = "P"
+	skDevicePfx   = "D#" // D#<token>
+	skTokenOwner  = "T"
+)
+
+func userPK(userID string) string  { return "U#" + userID }
+func tokenPK(token string) string  { return "T#" + token }
+func deviceSK(token string) string { return skDevicePfx + token }
+
+// deviceItem is one push registration: pk U#<user>, sk D#<token>.
+type deviceItem struct {
+	PK          string `dynamo:"pk"`
+	SK          string `dynamo:"sk"`
+	UserID      string `dynamo:"user_id"`
+	Token       string `dynamo:"token"`
+	Platform    string `dynamo:"platform"`
+	App         string `dynamo:"app"`
+	Environment string `dynamo:"environment"`
+	Locale      string `dynamo:"locale,omitempty"`
+	TimeZone    string `dynamo:"time_zone,omitempty"`
+	UpdatedAt   int64  `dynamo:"updated_at"`
+}
+
+// tokenOwnerItem says which user a token is registered to: pk T#<token>, sk T. It is the
+// strongly consistent lookup by token, and the item whose condition makes a token belong to one
+// user at a time.
+type tokenOwnerItem struct {
+	PK        string `dynamo:"pk"`
+	SK        string `dynamo:"sk"`
+	UserID    string `dynamo:"user_id"`
+	UpdatedAt int64  `dynamo:"updated_at"`
+}
+
+// contactItem is a user's contact, sealed whole: pk U#<user>, sk C.
+type contactItem struct {
+	PK     string `dynamo:"pk"`
+	SK     string `dynamo:"sk"`
+	Sealed []byte `dynamo:"sealed"`
+}
+
+// preferencesItem is a user's preferences: pk U#<user>, sk P. Consent times are attributes of
+// their own, so "who consented when" can be audited with a Scan or an export.
+type preferencesItem struct {
+	PK                 string                               `dynamo:"pk"`
+	SK                 string                               `dynamo:"sk"`
+	UserID             string                               `dynamo:"user_id"`
+	OptOut             map[notify.Channel][]notify.Category `dynamo:"opt_out,omitempty"`
+	MarketingConsentAt *int64                               `dynamo:"marketing_consent_at,omitempty"`
+	NightConsentAt     *int64                               `dynamo:"night_consent_at,omitempty"`
+	UpdatedAt          int64                                `dynamo:"updated_at"`
+}
+
+// suppressionItem is keyed by notify.AddressKey; the address itself is never stored.
+type suppressionItem struct {
+	AddressKey string `dynamo:"address_key"`
+	Channel    string `dynamo:"channel"`
+	Masked     string `dynamo:"masked"`
+	Reason     string `dynamo:"reason"`
+	CreatedAt  int64  `dynamo:"created_at"`
+}
+
+func (s *Store) users() dynamo.Table { return s.db.Table(s.tables.Users) }
+
+// readTokenOwner returns the token's owner record, or ok=false if the token is not registered.
+func (s *Store) readTokenOwner(ctx context.Context, token string) (tokenOwnerItem, bool, error) {
+	var owner tokenOwnerItem
+	err := s.users().Get(attrPK, tokenPK(token)).Range(attrSK, dynamo.Equal, skTokenOwner).Consistent(true).One(ctx, &owner)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return owner, false, nil
+	}
+	if err != nil {
+		return owner, false, fmt.Errorf("read token owner: %w", err)
+	}
+	return owner, true, nil
+}
+
+// PutDevice implements notify.UserStore. One transaction writes the device and the token's owner
+// item, the latter on the condition that the token is new or already this user's: the common
+// registrations (a new token, or an app refreshing its own) are one request. When another user
+// owns the token, the failed condition returns that owner (ALL_OLD), and a second transaction
+// moves it: device put, owner put conditioned on that owner, and the owner's device deleted.
+func (s *Store) PutDevice(ctx context.Context, d notify.Device) error {
+	if d.UserID == "" || d.Token == "" {
+		return wrapErr("put device", notify.Errorf(notify.EINVALID, "user id and token are required"))
+	}
+	op := "put device of " + d.UserID
+	updated := nanos(s.nowOr(d.UpdatedAt))
+	device, err := dynamo.MarshalItem(deviceItem{
+		PK: userPK(d.UserID), SK: deviceSK(d.Token), UserID: d.UserID, Token: d.Token, Platform: string(d.Platform),
+		App: d.App, Environment: d.Environment, Locale: d.Locale, TimeZone: d.TimeZone, UpdatedAt: updated,
+	})
+	if err != nil {
+		return wrapErr(op, err)
+	}
+	ownerItem, err := dynamo.MarshalItem(tokenOwnerItem{PK: tokenPK(d.Token), SK: skTokenOwner, UserID: d.UserID, UpdatedAt: updated})
+	if err != nil {
+		return wrapErr(op, err)
+	}
+	previous := "" // another user owning the token, as last seen
+	for retries := 0; ; {
+		e := newExpr()
+		var cond string
+		if previous == "" {
+			cond = "attribute_not_exists(" + e.n(attrPK) + ") OR " + e.n("user_id") + " = " + e.s(d.UserID)
+		} else {
+			cond = e.n("user_id") + " = " + e.s(previous)
+		}
+		tx := []types.TransactWriteItem{
+			{Put: &types.Put{TableName: aws.String(s.tables.Users), Item: device}},
+			{Put: &types.Put{TableName: aws.String(s.tables.Users), Item: ownerItem, ConditionExpression: aws.String(cond),
+				ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}},
+		}
+		if previous != "" {
+			tx = append(tx, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.tables.Users),
+				Key: key2(userPK(previous), deviceSK(d.Token))}})
+		}
+		err = s.transact(ctx, tx)
+		if err == nil {
+			return nil
+		}
+		reasons, canceled := cancelReasons(err)
+		if canceled && reasonCode(reasons, 1) == "ConditionalCheckFailed" && retries+1 < txAttempts {
+			// The owner is not who we assumed (or changed meanwhile): go again with the one seen.
+			previous = stringAttr(reasons[1].Item, "user_id")
+			if previous == d.UserID {
+				previous = ""
+			}
+			retries++
+			continue
+		}
+		if !worthRetry(err, reasons, canceled) || retries+1 >= txAttempts {
+			return wrapErr(op, err)
+		}
+		if err := s.pauseRetry(ctx, &retries); err != nil {
+			return wrapErr(op, err)
+		}
+	}
+}
+
+// DeleteDevice implements notify.UserStore: the device item and the token's owner record go in
+// one transaction, each conditioned on belonging to userID.
+func (s *Store) DeleteDevice(ctx context.Context, userID, token string) error {
+	op := "delete device of " + userID
+	if userID == "" || token == "" {
+		return wrapErr(op, notify.Errorf(notify.ENOTFOUND, "device not registered to user"))
+	}
+	for retries := 0; ; {
+		e := newExpr()
+		tx := []types.TransactWriteItem{
+			{Delete: &types.Delete{TableName: aws.String(s.tables.Users), Key: key2(userPK(userID), deviceSK(token)),
+				ConditionExpression: aws.String("attribute_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": attrPK}}},
+			{Delete: &types.Delete{TableName: aws.String(s.tables.Users), Key: key2(tokenPK(token), skTokenOwner),
+				ConditionExpression:      aws.String(e.n("user_id") + " = " + e.s(userID)),
+				ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap()}},
+		}
+		err := s.transact(ctx, tx)
+		if err == nil {
+			return nil
+		}
+		reasons, canceled := cancelReasons(err)
+		if canceled && (reasonCode(reasons, 0) == "ConditionalCheckFailed" || reasonCode(reasons, 1) == "ConditionalCheckFailed") {
+			return wrapErr(op, notify.Errorf(notify.ENOTFOUND, "device not registered to user"))
+		}
+		if !worthRetry(err, reasons, canceled) || retries+1 >= txAttempts {
+			return wrapErr(op, err)
+		}
+		if err := s.pauseRetry(ctx, &retries); err != nil {
+			return wrapErr(op, err)
+		}
+	}
+}
+
+// RemoveDeadDevice implements notify.UserStore. The owner record's updated_at <= seenBefore is
+// the condition of the transaction that deletes it and the device, so a registration landing
+// between the failed send and the cleanup always survives.
+func (s *Store) RemoveDeadDevice(ctx context.Context, token string, seenBefore time.Time) (bool, error) {
+	const op = "remove dead device"
+	for retries := 0; ; {
+		owner, found, err := s.readTokenOwner(ctx, token)
+		if err != nil {
+			return false, wrapErr(op, err)
+		}
+		if !found || owner.UpdatedAt > nanos(seenBefore) {
+			return false, nil
+		}
+		e := newExpr()
+		tx := []types.TransactWriteItem{
+			{Delete: &types.Delete{TableName: aws.String(s.tables.Users), Key: key2(tokenPK(token), skTokenOwner),
+				ConditionExpression: aws.String(e.n("user_id") + " = " + e.s(owner.UserID) + " AND " +
+					e.n("updated_at") + " <= " + e.i(nanos(seenBefore))),
+				ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap()}},
+			{Delete: &types.Delete{TableName: aws.String(s.tables.Users), Key: key2(userPK(owner.UserID), deviceSK(token))}},
+		}
+		err = s.transact(ctx, tx)
+		if err == nil {
+			return true, nil
+		}
+		reasons, canceled := cancelReasons(err)
+		if canceled && reasonCode(reasons, 0) == "ConditionalCheckFailed" && retries+1 < txAttempts {
+			retries++
+			continue // registered again (or moved) since it was read: read again and decide anew
+		}
+		if !worthRetry(err, reasons, canceled) || retries+1 >= txAttempts {
+			return false, wrapErr(op, err)
+		}
+		if err := s.pauseRetry(ctx, &retries); err != nil {
+			return false, wrapErr(op, err)
+		}
+	}
+}
+
+// ListDevices implements notify.UserStore: one consistent Query per user (pk U#<user>, sk
+// begins_with D#), up to 16 at once.
+func (s *Store) ListDevices(ctx context.Context, userIDs []string) (map[string][]notify.Device, error) {
+	users := unique(userIDs)
+	out := make(map[string][]notify.Device)
+	var mu sync.Mutex
+	err := forEach(ctx, len(users), func(ctx context.Context, i int) error {
+		var items []deviceItem
+		err := s.users().Get(attrPK, userPK(users[i])).Range(attrSK, dynamo.BeginsWith, skDevicePfx).
+			Consistent(true).All(ctx, &items)
+		if err != nil {
+			return fmt.Errorf("query devices: %w", err)
+		}
+		if len(items) == 0 {
+			return nil
+		}
+		ds := make([]notify.Device, len(items))
+		for j, it := range items {
+			ds[j] = notify.Device{UserID: it.UserID, Platform: notify.Platform(it.Platform), App: it.App, Token: it.Token,
+				Environment: it.Environment, Locale: it.Locale, TimeZone: it.TimeZone, UpdatedAt: timeOf(it.UpdatedAt)}
+		}
+		mu.Lock()
+		out[users[i]] = ds
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, wrapErr("list devices", err)
+	}
+	return out, nil
+}
+
+// PutContact implements notify.UserStore. The whole contact, user id included, is sealed: the id
+// inside lets GetContacts reject a sealed value copied onto another user's item.
+func (s *Store) PutContact(ctx context.Context, c notify.Contact) error {
+	if c.UserID == "" {
+		return wrapErr("put contact", notify.Errorf(notify.EINVALID, "user id is required"))
+	}
+	op := "put contact of " + c.UserID
+	c.UpdatedAt = s.nowOr(c.UpdatedAt)
+	plain, err := json.Marshal(&c)
+	if err != nil {
+		return wrapErr(op, fmt.Errorf("encode: %w", err))
+	}
+	sealed, err := s.cipher.Seal(plain)
+	if err != nil {
+		return wrapErr(op, err)
+	}
+	return wrapErr(op, s.users().Put(contactItem{PK: userPK(c.UserID), SK: skContact, Sealed: sealed}).Run(ctx))
+}
+
+// GetContacts implements notify.UserStore (consistent BatchGetItem, 100 keys a request).
+func (s *Store) GetContacts(ctx context.Context, userIDs []string) (map[string]notify.Contact, error) {
+	var items []contactItem
+	if err := s.batchGetUsers(ctx, userIDs, skContact, &items); err != nil {
+		return nil, wrapErr("get contacts", err)
+	}
+	out := make(map[string]notify.Contact, len(items))
+	for _, it := range items {
+		userID := it.PK[len("U#"):]
+		plain, err := s.cipher.Open(it.Sealed)
+		if err != nil {
+			return nil, wrapErr("get contacts", fmt.Errorf("contact of %s: %w", userID, err))
+		}
+		var c notify.Contact
+		if err := json.Unmarshal(plain, &c); err != nil {
+			return nil, wrapErr("get contacts", fmt.Errorf("decode contact of %s: %w", userID, err))
+		}
+		if c.UserID != userID {
+			return nil, wrapErr("get contacts", fmt.Errorf("contact item of %s holds another user's contact", userID))
+		}
+		out[userID] = c
+	}
+	return out, nil
+}
+
+// PutPreferences implements notify.UserStore; the item is replaced whole, so what the new value
+// leaves out (a withdrawn consent) is gone.
+func (s *Store) PutPreferences(ctx context.Context, p notify.Preferences) error {
+	if p.UserID == "" {
+		return wrapErr("put preferences", notify.Errorf(notify.EINVALID, "user id is required"))
+	}
+	it := preferencesItem{PK: userPK(p.UserID), SK: skPreferences, UserID: p.UserID, OptOut: p.OptOut,
+		MarketingConsentAt: nanosPtr(p.MarketingConsent), NightConsentAt: nanosPtr(p.NightConsent),
+		UpdatedAt: nanos(s.nowOr(p.UpdatedAt))}
+	return wrapErr("put preferences of "+p.UserID, s.users().Put(it).Run(ctx))
+}
+
+// GetPreferences implements notify.UserStore (consistent BatchGetItem, 100 keys a request).
+func (s *Store) GetPreferences(ctx context.Context, userIDs []string) (map[string]notify.Preferences, error) {
+	var items []preferencesItem
+	if err := s.batchGetUsers(ctx, userIDs, skPreferences, &items); err != nil {
+		return nil, wrapErr("get preferences", err)
+	}
+	out := make(map[string]notify.Preferences, len(items))
+	for _, it := range items {
+		out[it.UserID] = notify.Preferences{UserID: it.UserID, OptOut: it.OptOut,
+			MarketingConsent: timePtr(it.MarketingConsentAt), NightConsent: timePtr(it.NightConsentAt),
+			UpdatedAt: timeOf(it.UpdatedAt)}
+	}
+	return out, nil
+}
+
+// batchGetUsers reads item sk of each user into out. guregu/dynamo splits the keys into
+// BatchGetItem requests of 100 and retries unprocessed keys with exponential backoff.
+func (s *Store) batchGetUsers(ctx context.Context, userIDs []string, sk string, out any) error {
+	users := unique(userIDs)
+	if len(users) == 0 {
+		return nil
+	}
+	keys := make([]dynamo.Keyed, len(users))
+	for i, u := range users {
+		keys[i] = dynamo.Keys{userPK(u), sk}
+	}
+	err := s.users().Batch(attrPK, attrSK).Get(keys...).Consistent(true).All(ctx, out)
+	if err != nil && !errors.Is(err, dynamo.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// Suppress implements notify.SuppressionStore; a second suppression of the same key replaces the
+// stored reason and time.
+func (s *Store) Suppress(ctx context.Context, sp notify.Suppression) error {
+	if sp.AddressKey == "" {
+		return wrapErr("suppress", notify.Errorf(notify.EINVALID, "address key is required"))
+	}
+	it := suppressionItem{AddressKey: sp.AddressKey, Channel: string(sp.Channel), Masked: sp.Masked, Reason: sp.Reason,
+		CreatedAt: nanos(s.nowOr(sp.CreatedAt))}
+	return wrapErr("suppress", s.db.Table(s.tables.Suppressions).Put(it).Run(ctx))
+}
+
+// Suppressed implements notify.SuppressionStore (consistent BatchGetItem, 100 keys a request).
+func (s *Store) Suppressed(ctx context.Context, addressKeys []string) (map[string]notify.Suppression, error) {
+	out := make(map[string]notify.Suppression)
+	keys := unique(addressKeys)
+	if len(keys) == 0 {
+		return out, nil
+	}
+	ks := make([]dynamo.Keyed, len(keys))
+	for i, k := range keys {
+		ks[i] = dynamo.Keys{k}
+	}
+	var items []suppressionItem
+	err := s.db.Table(s.tables.Suppressions).Batch(attrSuppressionKey).Get(ks...).Consistent(true).All(ctx, &items)
+	if err != nil && !errors.Is(err, dynamo.ErrNotFound) {
+		return nil, wrapErr("suppressed", err)
+	}
+	for _, it := range items {
+		out[it.AddressKey] = notify.Suppression{AddressKey: it.AddressKey, Masked: it.Masked,
+			Channel: notify.Channel(it.Channel), Reason: it.Reason, CreatedAt: timeOf(it.CreatedAt)}
+	}
+	return out, nil
+}
