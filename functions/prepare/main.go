@@ -13,7 +13,7 @@ import (
 )
 
 func main() {
-	env, err := awsenv.Load(context.Background(), awsenv.Options{Senders: false})
+	env, err := awsenv.Load(context.Background(), awsenv.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prepare: config:", err)
 		os.Exit(1)

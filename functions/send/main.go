@@ -9,11 +9,12 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"herald/internal/awsenv"
+	"herald/internal/awsenv/provider"
 	"herald/internal/pipeline"
 )
 
 func main() {
-	env, err := awsenv.Load(context.Background(), awsenv.Options{Senders: true})
+	env, err := awsenv.Load(context.Background(), awsenv.Options{Senders: provider.Senders})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "send: config:", err)
 		os.Exit(1)

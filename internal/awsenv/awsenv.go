@@ -59,9 +59,13 @@ type Env struct {
 	queuePrefix string
 }
 
+// SenderBuilder makes the provider senders (internal/awsenv/provider.Senders). Only the send
+// function passes one, so the other functions do not link the provider SDKs.
+type SenderBuilder func(ctx context.Context, sm *secretsmanager.Client, cfg *config.Config, awsCfg aws.Config) ([]notify.Sender, error)
+
 // Options choose what Load builds.
 type Options struct {
-	Senders bool // build provider senders (only the send function needs them)
+	Senders SenderBuilder // nil: no senders
 }
 
 // Load reads the environment and builds the adapters. Every problem is reported at once.
@@ -118,8 +122,8 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 	}
 	var senders []notify.Sender
 	var limiter notify.RateLimiter
-	if o.Senders {
-		if senders, err = buildSenders(ctx, sm, cfg, awsCfg); err != nil {
+	if o.Senders != nil {
+		if senders, err = o.Senders(ctx, sm, cfg, awsCfg); err != nil {
 			return nil, err
 		}
 		if t := os.Getenv(EnvRateLimitTable); t != "" {
@@ -181,7 +185,8 @@ func (e *Env) LogicalQueue(arn string) string {
 	return strings.TrimPrefix(name, e.queuePrefix)
 }
 
-func secret(ctx context.Context, sm *secretsmanager.Client, name string) (string, error) {
+// Secret reads a Secrets Manager secret as a string.
+func Secret(ctx context.Context, sm *secretsmanager.Client, name string) (string, error) {
 	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(name)})
 	if err != nil {
 		return "", fmt.Errorf("secret %s: %w", name, err)
@@ -196,7 +201,7 @@ func contactsCipher(ctx context.Context, sm *secretsmanager.Client, cfg *config.
 	key := cfg.Contacts.EncryptionKey
 	if key == "" {
 		var err error
-		if key, err = secret(ctx, sm, cfg.Contacts.EncryptionKeySecret); err != nil {
+		if key, err = Secret(ctx, sm, cfg.Contacts.EncryptionKeySecret); err != nil {
 			return nil, fmt.Errorf("contacts.encryption_key_secret: %w", err)
 		}
 	}
@@ -214,7 +219,7 @@ func apiKeys(ctx context.Context, sm *secretsmanager.Client, cfg *config.Config)
 		if s.APIKeySecret == "" {
 			continue
 		}
-		v, err := secret(ctx, sm, s.APIKeySecret)
+		v, err := Secret(ctx, sm, s.APIKeySecret)
 		if err != nil {
 			return nil, fmt.Errorf("services %s api_key_secret: %w", s.Name, err)
 		}

@@ -1,4 +1,6 @@
-package awsenv
+// Package provider builds the provider senders of the AWS runtime, with credentials from Secrets
+// Manager. Only the send function imports it, so the other functions stay small.
+package provider
 
 import (
 	"context"
@@ -8,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"herald/internal/apns"
+	"herald/internal/awsenv"
 	"herald/internal/config"
 	"herald/internal/fcm"
 	"herald/internal/notify"
@@ -15,9 +18,11 @@ import (
 	"herald/internal/twilio"
 )
 
-// buildSenders makes one sender per configured provider, reading credentials from Secrets
-// Manager by the names in herald.yaml.
-func buildSenders(ctx context.Context, sm *secretsmanager.Client, cfg *config.Config, awsCfg aws.Config) ([]notify.Sender, error) {
+var _ awsenv.SenderBuilder = Senders
+
+// Senders makes one sender per configured provider, reading credentials from Secrets Manager by
+// the names in herald.yaml.
+func Senders(ctx context.Context, sm *secretsmanager.Client, cfg *config.Config, awsCfg aws.Config) ([]notify.Sender, error) {
 	p := cfg.Providers
 	var out []notify.Sender
 	if len(p.FCM.Apps) > 0 {
@@ -25,7 +30,7 @@ func buildSenders(ctx context.Context, sm *secretsmanager.Client, cfg *config.Co
 		for name, a := range p.FCM.Apps {
 			app := fcm.App{ProjectID: a.ProjectID, Endpoint: a.Endpoint}
 			if a.CredentialsSecret != "" {
-				v, err := secret(ctx, sm, a.CredentialsSecret)
+				v, err := awsenv.Secret(ctx, sm, a.CredentialsSecret)
 				if err != nil {
 					return nil, fmt.Errorf("providers.fcm.apps.%s.credentials_secret: %w", name, err)
 				}
@@ -42,7 +47,7 @@ func buildSenders(ctx context.Context, sm *secretsmanager.Client, cfg *config.Co
 	if len(p.APNs.Apps) > 0 {
 		ac := apns.Config{Apps: map[string]apns.App{}}
 		for name, a := range p.APNs.Apps {
-			v, err := secret(ctx, sm, a.KeySecret)
+			v, err := awsenv.Secret(ctx, sm, a.KeySecret)
 			if err != nil {
 				return nil, fmt.Errorf("providers.apns.apps.%s.key_secret: %w", name, err)
 			}
@@ -66,7 +71,7 @@ func buildSenders(ctx context.Context, sm *secretsmanager.Client, cfg *config.Co
 	if p.Twilio.AccountSID != "" {
 		token := p.Twilio.AuthToken
 		if p.Twilio.AuthTokenSecret != "" {
-			v, err := secret(ctx, sm, p.Twilio.AuthTokenSecret)
+			v, err := awsenv.Secret(ctx, sm, p.Twilio.AuthTokenSecret)
 			if err != nil {
 				return nil, fmt.Errorf("providers.twilio.auth_token_secret: %w", err)
 			}
