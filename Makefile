@@ -7,7 +7,7 @@ BIN   := bin
 
 .DEFAULT_GOAL := help
 
-.PHONY: help run test build bench vet clean
+.PHONY: help run test build bench vet clean tools invoke
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -18,17 +18,72 @@ run: ## start Herald locally (API, workers, sandbox providers) on $(ADDR), data 
 test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS adapters, pipeline, API, kill-and-restart)
 	@echo "==> go vet"
 	$(GO) vet ./...
+	@$(MAKE) --no-print-directory tools
 	@set -e; ep=$$(scripts/dynamodb-local.sh start); trap 'scripts/dynamodb-local.sh stop' EXIT; \
-	echo "==> go test (DynamoDB Local at $$ep; builds the herald binary for the end-to-end tests)"; \
-	HERALD_DYNAMODB_ENDPOINT=$$ep $(GO) test -count=1 -timeout 30m ./...
+	echo "==> go test (DynamoDB Local at $$ep; builds the herald and function binaries for the end-to-end and emulator tests)"; \
+	HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) $(GO) test -count=1 -timeout 30m ./...
 
 build: ## build the herald CLI into bin/
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/herald ./cmd/herald
 
-bench: build ## print throughput figures: pipeline vs raw SDK to the sandbox, stores, queue
+bench: build build-lambda tools ## print figures: pipeline vs raw SDK throughput, function init and size, stores, queue
 	$(BIN)/herald bench --recipients $(or $(RECIPIENTS),100000)
+	@set -e; ep=$$(scripts/dynamodb-local.sh start); trap 'scripts/dynamodb-local.sh stop' EXIT; \
+	echo "==> functions under aws-lambda-rie"; \
+	HERALD_FUNCTION_BENCH=1 HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) $(GO) test -count=1 -run TestReportInitAndSize -v ./functions/ | grep -v '^=== \|^--- \|^PASS\|^ok\|INFO'
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/sqlite/ ./internal/fcm/ ./internal/apns/
+
+# aws-lambda-rie, pinned, built from the Go module proxy into .tools/bin.
+RIE         := $(CURDIR)/.tools/bin/aws-lambda-rie
+RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
+
+tools: $(RIE) ## install the test tools the project pins (aws-lambda-rie)
+
+$(RIE):
+	@echo "==> installing aws-lambda-rie $(RIE_VERSION) into .tools/bin"
+	GOBIN=$(CURDIR)/.tools/bin $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
+
+invoke: tools ## run a function binary under aws-lambda-rie on an event: make invoke FN=ingest EVENT=events/ingest/sqs-batch-with-poison.json
+	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=<function> EVENT=<events/… file>"; exit 2; }
+	@set -e; ep=$$(scripts/dynamodb-local.sh start); trap 'scripts/dynamodb-local.sh stop' EXIT; \
+	HERALD_INVOKE_FN=$(FN) HERALD_INVOKE_EVENT=$(EVENT) HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) \
+	$(GO) test -count=1 -run '^TestInvoke$$' -v ./functions/ | grep -v '^=== \|^--- \|^PASS\|^ok'
+
 
 clean: ## remove build output and the local data directory
 	rm -rf $(BIN) $(DATA)
+
+# ---- AWS: Lambda packages and the CDK app (infra/ is its own Go module) ----
+ENV        ?= dev
+LAMBDA_DIR := $(BIN)/lambda
+CDK        := .tools/cdk/node_modules/.bin/cdk
+# Offline-safe: no version check, no telemetry, no Node end-of-life banner from jsii.
+CDK_ENV    := CDK_DISABLE_VERSION_CHECK=1 CDK_DISABLE_CLI_TELEMETRY=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
+
+.PHONY: build-lambda synth deploy cdk-bootstrap test-infra
+
+build-lambda: ## build every functions/<name> into bin/lambda/<name>/bootstrap (linux/arm64, for Lambda)
+	@set -e; for d in functions/*/; do \
+	  [ -d "$$d" ] || continue; n=$$(basename "$$d"); \
+	  echo "==> $(LAMBDA_DIR)/$$n/bootstrap"; mkdir -p $(LAMBDA_DIR)/$$n; \
+	  GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' \
+	    -o $(LAMBDA_DIR)/$$n/bootstrap ./functions/$$n; \
+	done
+
+synth: build-lambda ## synthesize ENV=dev|prod into infra/cdk.out (offline, no credentials, no Docker; runs cdk-nag)
+	rm -rf infra/cdk.out
+	cd infra && $(CDK_ENV) CDK_CONTEXT_JSON='{"env":"$(ENV)"}' $(GO) run -mod=mod .
+
+deploy: synth $(CDK) ## deploy ENV=dev|prod with the CDK CLI (AWS credentials; `make cdk-bootstrap` once per account/region)
+	$(CDK_ENV) $(CDK) deploy --app infra/cdk.out --require-approval broadening herald-$(ENV)
+
+cdk-bootstrap: synth $(CDK) ## once per account/region: CDK's bootstrap stack (ACCOUNT=… REGION=… or the credentials' defaults)
+	$(CDK_ENV) $(CDK) bootstrap --app infra/cdk.out $(if $(ACCOUNT),aws://$(ACCOUNT)/$(REGION))
+
+$(CDK): .tools/cdk/package.json .tools/cdk/package-lock.json
+	cd .tools/cdk && npm ci --no-audit --no-fund
+	@touch $@
+
+test-infra: ## CDK assertion tests and cdk-nag AwsSolutions checks for dev and prod (infra/)
+	cd infra && $(CDK_ENV) $(GO) test -mod=mod -count=1 -timeout 20m ./...

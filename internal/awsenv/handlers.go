@@ -28,7 +28,8 @@ func (e *Env) SQSHandler(pick func(queue string) pipeline.Handler) func(context.
 			}
 			byQueue[q] = append(byQueue[q], r)
 		}
-		var resp events.SQSEventResponse
+		// An empty list, not null: "nothing failed".
+		resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 		for _, q := range order {
 			g := &sqs.Glue{Queue: e.Queue, QueueName: q, DLQName: notify.DLQName(q),
 				RetryBase: e.Config.Retry.Base.D(), RetryMax: e.Config.Retry.Max.D(), Logger: e.Log}
