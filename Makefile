@@ -10,24 +10,27 @@ BIN   := bin
 .PHONY: help run test build bench vet clean tools invoke
 
 help: ## list the targets
-	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 run: ## start Herald locally (API, workers, sandbox providers) on $(ADDR), data in $(DATA)
 	$(GO) run ./cmd/herald dev --addr $(ADDR) --data $(DATA) $(if $(CONFIG),--config $(CONFIG))
 
-test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS adapters, pipeline, API, kill-and-restart)
+test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS adapters, pipeline, API, kill-and-restart, functions under the emulator, CDK)
 	@echo "==> go vet"
 	$(GO) vet ./...
 	@$(MAKE) --no-print-directory tools
 	@set -e; ep=$$(scripts/dynamodb-local.sh start); trap 'scripts/dynamodb-local.sh stop' EXIT; \
 	echo "==> go test (DynamoDB Local at $$ep; builds the herald and function binaries for the end-to-end and emulator tests)"; \
 	HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) $(GO) test -count=1 -timeout 30m ./...
+	@echo "==> CDK assertion tests and cdk-nag (infra/, its own module)"
+	@$(MAKE) --no-print-directory test-infra
 
-build: ## build the herald CLI into bin/
+build: ## build the herald CLI into bin/ and every Lambda into bin/lambda/<name>/bootstrap (linux/arm64)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/herald ./cmd/herald
+	@$(MAKE) --no-print-directory build-lambda
 
-bench: build build-lambda tools ## print figures: pipeline vs raw SDK throughput, function init and size, stores, queue
+bench: build tools ## print figures: pipeline vs raw SDK throughput, function init and size, stores, queue
 	$(BIN)/herald bench --recipients $(or $(RECIPIENTS),100000)
 	@set -e; ep=$$(scripts/dynamodb-local.sh start); trap 'scripts/dynamodb-local.sh stop' EXIT; \
 	echo "==> functions under aws-lambda-rie"; \

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"encoding/json"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/jsii-runtime-go"
+	cdknag "github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+// accessLogFormat is one JSON line per request. It names the route template
+// ($context.routeKey), never the raw path: device tokens and user ids are in paths.
+func accessLogFormat() string {
+	b, _ := json.Marshal(map[string]string{
+		"requestId":          "$context.requestId",
+		"time":               "$context.requestTime",
+		"route":              "$context.routeKey",
+		"status":             "$context.status",
+		"protocol":           "$context.protocol",
+		"responseLength":     "$context.responseLength",
+		"latencyMs":          "$context.responseLatency",
+		"integrationLatency": "$context.integrationLatency",
+		"integrationError":   "$context.integrationErrorMessage",
+		"authorizerError":    "$context.authorizer.error",
+		"caller":             "$context.identity.userArn", // the IAM principal of service routes
+	})
+	return string(b)
+}
+
+// addAPI puts the api function behind an HTTP API: service routes need SigV4 (IAM), end users'
+// inbox routes need a JWT from the configured issuer, /healthz is open.
+func (h *herald) addAPI() {
+	fn, ok := h.functions["api"]
+	if !ok {
+		return
+	}
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), fn,
+		&awsapigatewayv2integrations.HttpLambdaIntegrationProps{
+			PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),
+		})
+	api := awsapigatewayv2.NewHttpApi(h.stack, jsii.String("Api"), &awsapigatewayv2.HttpApiProps{
+		ApiName:            jsii.String(h.name("api")),
+		Description:        jsii.String("Herald HTTP API (" + h.env + ")"),
+		CreateDefaultStage: jsii.Bool(false),
+	})
+	stage := awsapigatewayv2.NewHttpStage(h.stack, jsii.String("ApiStage"), &awsapigatewayv2.HttpStageProps{
+		HttpApi:    api,
+		StageName:  jsii.String("$default"),
+		AutoDeploy: jsii.Bool(true),
+		Throttle: &awsapigatewayv2.ThrottleSettings{
+			RateLimit:  jsii.Number(h.settings.API.RateLimit),
+			BurstLimit: jsii.Number(float64(h.settings.API.BurstLimit)),
+		},
+	})
+	logs := h.newLogGroup("ApiAccessLogs", "/aws/apigateway/"+h.name("api"))
+	stage.Node().DefaultChild().(awsapigatewayv2.CfnStage).SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
+		DestinationArn: logs.LogGroupArn(),
+		Format:         jsii.String(accessLogFormat()),
+	})
+	h.apiURL = stage.Url()
+
+	any := &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_ANY}
+	iam := awsapigatewayv2authorizers.NewHttpIamAuthorizer()
+	api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String("/v1/{proxy+}"), Methods: any, Integration: integration, Authorizer: iam,
+	})
+	if jwt := h.settings.API.JWT; jwt.Issuer != "" {
+		auth := awsapigatewayv2authorizers.NewHttpJwtAuthorizer(jsii.String("InboxJwt"), jsii.String(jwt.Issuer),
+			&awsapigatewayv2authorizers.HttpJwtAuthorizerProps{
+				AuthorizerName: jsii.String(h.name("inbox-jwt")),
+				JwtAudience:    jsii.Strings(jwt.Audience...),
+			})
+		// More specific than /v1/{proxy+}, so API Gateway picks these for inbox paths.
+		for _, path := range []string{"/v1/users/{user}/inbox", "/v1/users/{user}/inbox/{proxy+}"} {
+			api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+				Path: jsii.String(path), Methods: any, Integration: integration, Authorizer: auth,
+			})
+		}
+	}
+	health := api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String("/healthz"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
+		Integration: integration, Authorizer: awsapigatewayv2.NewHttpNoneAuthorizer(),
+	})
+	cdknag.NagSuppressions_AddResourceSuppressions((*health)[0], &[]*cdknag.NagPackSuppression{{
+		Id:     jsii.String("AwsSolutions-APIG4"),
+		Reason: jsii.String("GET /healthz is a liveness probe for load balancers and uptime checks; it returns no data"),
+	}}, jsii.Bool(true))
+	h.api = api
+}

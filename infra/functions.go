@@ -1,0 +1,274 @@
+package main
+
+import (
+	"fmt"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/jsii-runtime-go"
+
+	"herald/internal/notify"
+)
+
+// DiscoverFunctions lists the directories under dir (functions/): each is one Lambda. A missing
+// dir means none yet.
+func DiscoverFunctions(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("discover functions: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && !strings.HasPrefix(e.Name(), "_") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// access is what a function may do with a table.
+type access int
+
+const (
+	read access = iota + 1
+	readWrite
+)
+
+// wiring is what a function touches besides its own queues and log group: the one place that
+// says who may do what, so least privilege is reviewed here and nowhere else.
+type wiring struct {
+	tables map[string]access
+	sends  func(h *herald) []string // logical queues it sends to
+}
+
+func lanes(stage string) []string {
+	var out []string
+	for _, l := range notify.Lanes {
+		out = append(out, notify.LaneQueue(stage, l))
+	}
+	return out
+}
+
+var functionWiring = map[string]wiring{
+	// POST /v1/notifications hands the request to the service's ingest queue; devices, contacts,
+	// preferences and the inbox are read and written directly.
+	"api": {
+		tables: map[string]access{"notifications": readWrite, "deliveries": read, "users": readWrite, "inbox": readWrite},
+		sends: func(h *herald) []string {
+			var out []string
+			for _, s := range h.cfg.Services {
+				out = append(out, notify.IngestQueue(s.Name))
+			}
+			return out
+		},
+	},
+	// Validates, dedupes, stores, arms schedules for send_at, fans out to prepare.
+	"ingest": {
+		tables: map[string]access{"notifications": readWrite},
+		sends:  func(*herald) []string { return lanes(notify.StagePrepare) },
+	},
+	// Resolves recipients, writes inbox items and deliveries, batches sends.
+	"prepare": {
+		tables: map[string]access{"notifications": readWrite, "deliveries": readWrite, "users": read, "suppressions": read, "inbox": readWrite},
+		sends:  func(*herald) []string { return append(lanes(notify.StageSend), lanes(notify.StageRecord)...) },
+	},
+	// Claims deliveries, waits on the shared rate limiter, sends, re-enqueues retries.
+	"send": {
+		tables: map[string]access{"notifications": readWrite, "deliveries": readWrite, "ratelimit": readWrite},
+		sends: func(*herald) []string {
+			return append(append(lanes(notify.StageSend), lanes(notify.StageRecord)...), notify.StageCleanup)
+		},
+	},
+	"record":  {tables: map[string]access{"notifications": readWrite, "deliveries": readWrite}},
+	"cleanup": {tables: map[string]access{"users": readWrite, "suppressions": readWrite}},
+	// Turns SES bounces and complaints into suppressions and delivery outcomes.
+	"bounce": {tables: map[string]access{"suppressions": readWrite, "deliveries": readWrite, "notifications": readWrite}},
+	// The campaign state machine's steps (CheckWindow, FetchPage, SaveCursor).
+	"campaign": {tables: map[string]access{"notifications": readWrite, "users": read}},
+}
+
+// addFunctions creates one function per discovered directory, each with its own role, log group,
+// event source mappings and grants.
+func (h *herald) addFunctions() error {
+	stagingDir := filepath.Join(h.props.StagingDir, "herald")
+	if err := os.MkdirAll(stagingDir, 0o755); err != nil {
+		return fmt.Errorf("config layer: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(stagingDir, "herald.yaml"), h.props.Env.ConfigYAML, 0o644); err != nil {
+		return fmt.Errorf("config layer: %w", err)
+	}
+	if len(h.props.Functions) > 0 {
+		h.configLayer = awslambda.NewLayerVersion(h.stack, jsii.String("ConfigLayer"), &awslambda.LayerVersionProps{
+			LayerVersionName:        jsii.String(h.name("config")),
+			Description:             jsii.String("The effective herald.yaml at " + configPath + " (secret names only, never values)"),
+			Code:                    awslambda.Code_FromAsset(jsii.String(h.props.StagingDir), nil),
+			CompatibleArchitectures: &[]awslambda.Architecture{awslambda.Architecture_ARM_64()},
+			CompatibleRuntimes:      &[]awslambda.Runtime{awslambda.Runtime_PROVIDED_AL2023()},
+		})
+	}
+	for _, name := range h.props.Functions {
+		if err := h.addFunction(name); err != nil {
+			return err
+		}
+	}
+	for _, q := range h.queues {
+		if _, ok := h.functions[q.consumer]; !ok {
+			awscdk.Annotations_Of(q.queue).AddWarningV2(jsii.String("herald:no-consumer"),
+				jsii.String(fmt.Sprintf("queue %s has no consumer: functions/%s does not exist", q.logical, q.consumer)), nil)
+		}
+	}
+	return nil
+}
+
+func (h *herald) addFunction(name string) error {
+	fs := h.settings.Function(name)
+	id := "Fn" + pascal(name)
+	w, known := functionWiring[name]
+	if !known {
+		awscdk.Annotations_Of(h.stack).AddWarningV2(jsii.String("herald:unknown-function"),
+			jsii.String(fmt.Sprintf("functions/%s is deployed with its log group and config only (no tables, queues or secrets): infra/functions.go has no wiring for it", name)), nil)
+	}
+
+	role := awsiam.NewRole(h.stack, jsii.String(id+"Role"), &awsiam.RoleProps{
+		RoleName:    jsii.String(h.name("fn-" + name)),
+		Description: jsii.String("Herald " + name + " function (least privilege, see infra/functions.go)"),
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+	})
+	logs := h.newLogGroup(id+"Logs", "/aws/lambda/"+h.name(name))
+	logs.GrantWrite(role)
+
+	// The environment internal/awsenv.Load reads (names from its Env* constants): everything
+	// else — secret names, limits, lanes — is in the config file.
+	env := map[string]*string{
+		"HERALD_ENV":              jsii.String(h.env),
+		"HERALD_CONFIG_FILE":      jsii.String(configPath),
+		"HERALD_TABLE_PREFIX":     jsii.String(h.name("")),
+		"HERALD_QUEUE_URL_PREFIX": jsii.String(fmt.Sprintf("https://sqs.%s.%s/%s/%s", *h.stack.Region(), *h.stack.UrlSuffix(), *h.stack.Account(), h.name(""))),
+	}
+	for _, t := range sortedKeys(w.tables) {
+		if w.tables[t] == readWrite {
+			h.tables[t].GrantReadWriteData(role)
+		} else {
+			h.tables[t].GrantReadData(role)
+		}
+	}
+
+	// Queues: it consumes its own (and dead-letters what can never succeed straight into their
+	// DLQs), and sends to the next stage's.
+	var consumed []*stageQueue
+	for _, q := range h.queues {
+		if q.consumer == name {
+			consumed = append(consumed, q)
+			q.dlq.GrantSendMessages(role)
+		}
+	}
+	if w.sends != nil {
+		for _, logical := range w.sends(h) {
+			h.queueByName[logical].queue.GrantSendMessages(role)
+		}
+	}
+
+	secrets := map[string]string{}
+	if known {
+		secrets = secretNames(h.cfg, name)
+	}
+	granted := map[string]bool{}
+	for _, key := range sortedKeys(secrets) {
+		secret := secrets[key]
+		if granted[secret] {
+			continue
+		}
+		granted[secret] = true
+		awssecretsmanager.Secret_FromSecretNameV2(h.stack, jsii.String(id+"Secret"+pascal(secret)), jsii.String(secret)).GrantRead(role, nil)
+	}
+
+	switch name {
+	case "ingest":
+		// Reserved sends: create/update/delete schedules in this environment's group only, and
+		// hand them the scheduler role.
+		h.scheduleGroup.GrantWriteSchedules(role)
+		h.scheduleGroup.GrantReadSchedules(role)
+		h.scheduleGroup.GrantDeleteSchedules(role)
+		h.schedulerRole.GrantPassRole(role)
+		env["HERALD_SCHEDULE_GROUP"] = jsii.String("herald-" + h.env)
+		env["HERALD_SCHEDULER_ROLE_ARN"] = h.schedulerRole.RoleArn()
+		env["HERALD_SCHEDULER_DLQ_ARN"] = h.schedulerDLQ.QueueArn()
+		env["HERALD_QUEUE_ARN_PREFIX"] = jsii.String(fmt.Sprintf("arn:%s:sqs:%s:%s:%s", *h.stack.Partition(), *h.stack.Region(), *h.stack.Account(), h.name("")))
+	case "send":
+		h.grantSES(role)
+		env["HERALD_RATELIMIT_TABLE"] = h.tables["ratelimit"].TableName()
+	}
+
+	fn := awslambda.NewFunction(h.stack, jsii.String(id), &awslambda.FunctionProps{
+		FunctionName:          jsii.String(h.name(name)),
+		Description:           jsii.String("Herald " + name + " (" + h.env + ")"),
+		Runtime:               awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture:          awslambda.Architecture_ARM_64(),
+		Handler:               jsii.String("bootstrap"),
+		Code:                  awslambda.Code_FromAsset(jsii.String(filepath.Join(h.props.AssetDir, name)), nil),
+		Role:                  role,
+		Timeout:               seconds(fs.Timeout.D()),
+		MemorySize:            jsii.Number(float64(fs.MemoryMB)),
+		LogGroup:              logs,
+		LoggingFormat:         awslambda.LoggingFormat_JSON,
+		ApplicationLogLevelV2: awslambda.ApplicationLogLevel_INFO,
+		Tracing:               awslambda.Tracing_ACTIVE,
+		Layers:                &[]awslambda.ILayerVersion{h.configLayer},
+		Environment:           &env,
+	})
+
+	for _, q := range consumed {
+		maxConc := q.maxConc
+		if maxConc < 2 {
+			// Lambda's MaximumConcurrency for SQS is 2–1000; the local runtime can run 1 worker.
+			awscdk.Annotations_Of(q.queue).AddWarningV2(jsii.String("herald:max-concurrency"),
+				jsii.String(fmt.Sprintf("%s: max_concurrency %d raised to 2, Lambda's minimum for SQS event sources", q.logical, q.maxConc)), nil)
+			maxConc = 2
+		}
+		fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(q.queue, &awslambdaeventsources.SqsEventSourceProps{
+			BatchSize:               jsii.Number(float64(q.batch)),
+			MaxConcurrency:          jsii.Number(float64(maxConc)),
+			ReportBatchItemFailures: jsii.Bool(true),
+		}))
+	}
+	h.functions[name] = fn
+	h.roles[name] = role
+	h.functionOrder = append(h.functionOrder, name)
+	return nil
+}
+
+// grantSES lets role send as the configured From identity (the address and its domain, whichever
+// is verified) through the configuration set, in the SES region.
+func (h *herald) grantSES(role awsiam.Role) {
+	ses := h.cfg.Providers.SES
+	arn := func(resource, name string) *string {
+		return h.stack.FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("ses"), Region: jsii.String(ses.Region),
+			Resource: jsii.String(resource), ResourceName: jsii.String(name),
+		})
+	}
+	resources := []*string{arn("configuration-set", ses.ConfigurationSet)}
+	if a, err := mail.ParseAddress(ses.From); err == nil {
+		resources = append(resources, arn("identity", a.Address))
+		if at := strings.LastIndex(a.Address, "@"); at >= 0 {
+			resources = append(resources, arn("identity", a.Address[at+1:]))
+		}
+	}
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("SendEmail"),
+		Actions:   jsii.Strings("ses:SendEmail", "ses:SendRawEmail"),
+		Resources: &resources,
+	}))
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsses"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/jsii-runtime-go"
+
+	"herald/internal/notify"
+)
+
+// newTopic is an SNS topic encrypted with a key that the AWS service publishing to it (SES,
+// CloudWatch) may use: bounce notifications carry email addresses, so they are not left in
+// plain text, and the AWS-managed SNS key cannot be granted to those services.
+func (h *herald) newTopic(id, logical, publisher string) awssns.Topic {
+	removal := awscdk.RemovalPolicy_DESTROY
+	if h.settings.ProtectData {
+		removal = awscdk.RemovalPolicy_RETAIN
+	}
+	key := awskms.NewKey(h.stack, jsii.String(id+"Key"), &awskms.KeyProps{
+		Alias:             jsii.String("alias/" + h.name(logical)),
+		Description:       jsii.String("Encrypts Herald's " + logical + " topic; usable by " + publisher),
+		EnableKeyRotation: jsii.Bool(true),
+		PendingWindow:     awscdk.Duration_Days(jsii.Number(7)),
+		RemovalPolicy:     removal,
+	})
+	sourceAccount := &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:SourceAccount": h.stack.Account()}}
+	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("PublisherMayEncrypt"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String(publisher), nil)},
+		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey*"),
+		Resources:  jsii.Strings("*"), // in a key policy "*" is the key itself
+		Conditions: sourceAccount,
+	}), nil)
+	topic := awssns.NewTopic(h.stack, jsii.String(id), &awssns.TopicProps{
+		TopicName:  jsii.String(h.name(logical)),
+		MasterKey:  key,
+		EnforceSSL: jsii.Bool(true),
+	})
+	// The topic policy replaces SNS's default one, so the publisher is allowed explicitly.
+	topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("PublisherMayPublish"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String(publisher), nil)},
+		Actions:    jsii.Strings("sns:Publish"),
+		Resources:  &[]*string{topic.TopicArn()},
+		Conditions: sourceAccount,
+	}))
+	return topic
+}
+
+// addSES creates the configuration set every email is sent with, and routes its bounce and
+// complaint events SES → SNS → the bounce queue (→ the bounce function → suppressions).
+func (h *herald) addSES() {
+	h.feedbackTopic = h.newTopic("SesFeedbackTopic", "ses-feedback", "ses.amazonaws.com")
+	set := awsses.NewConfigurationSet(h.stack, jsii.String("SesConfigurationSet"), &awsses.ConfigurationSetProps{
+		ConfigurationSetName: jsii.String(h.cfg.Providers.SES.ConfigurationSet),
+		ReputationMetrics:    jsii.Bool(true),
+		SendingEnabled:       jsii.Bool(true),
+	})
+	awsses.NewConfigurationSetEventDestination(h.stack, jsii.String("SesFeedback"), &awsses.ConfigurationSetEventDestinationProps{
+		ConfigurationSet:                     set,
+		ConfigurationSetEventDestinationName: jsii.String("bounces-and-complaints"),
+		Destination:                          awsses.EventDestination_SnsTopic(h.feedbackTopic),
+		Events:                               &[]awsses.EmailSendingEvent{awsses.EmailSendingEvent_BOUNCE, awsses.EmailSendingEvent_COMPLAINT},
+	})
+	if h.settings.Region == "" {
+		// An environment-agnostic stack learns its region at deploy time: stop there, before any
+		// change, if SES sends from another region than the one the configuration set lands in.
+		region := h.cfg.Providers.SES.Region
+		awscdk.NewCfnRule(h.stack, jsii.String("SesRegion"), &awscdk.CfnRuleProps{
+			Assertions: &[]*awscdk.CfnRuleAssertion{{
+				Assert: awscdk.Fn_ConditionEquals(awscdk.Aws_REGION(), jsii.String(region)),
+				AssertDescription: jsii.String("herald.yaml providers.ses.region is " + region +
+					": deploy to that region, or set providers.ses.region to the region you deploy to"),
+			}},
+		})
+	}
+	// Raw delivery off: the bounce function reads the SNS envelope, as the local sandbox sends it.
+	h.feedbackTopic.AddSubscription(awssnssubscriptions.NewSqsSubscription(h.queueByName[notify.StageBounce].queue,
+		&awssnssubscriptions.SqsSubscriptionProps{RawMessageDelivery: jsii.Bool(false)}))
+}
