@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	env, err := awsenv.Load(context.Background(), awsenv.Options{})
+	env, err := awsenv.Load(context.Background(), awsenv.Options{API: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "api: config:", err)
 		os.Exit(1)

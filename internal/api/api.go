@@ -32,18 +32,31 @@ type Options struct {
 	MaxBodyBytes int64
 	// Logger receives the access log and internal errors; default discards.
 	Logger *slog.Logger
+	// Authenticate, when set, replaces bearer-key authentication: behind API Gateway the
+	// gateway has already verified a SigV4 signature (a service) or a JWT (an end user) and the
+	// handler only maps that identity. Errors it returns are rendered as they are (use
+	// notify.EUNAUTHORIZED); the zero Principal with no error falls back to the bearer keys.
+	Authenticate func(r *http.Request) (Principal, error)
 	// Extra registers more handlers by mux pattern (e.g. "GET /sandbox/deliveries"). They need no
 	// API key and share the access log and panic recovery.
 	Extra map[string]http.Handler
 }
 
+// Principal is who a request acts as: a calling service, or an end user, who may only use
+// their own inbox.
+type Principal struct {
+	Service string
+	User    string
+}
+
 // route is one endpoint. This table is the only list of Herald's routes: New registers it on the
 // mux and the OpenAPI test checks openapi.json against it.
 type route struct {
-	Method string
-	Path   string // a Go ServeMux path, which is also the OpenAPI path
-	Public bool   // served without an API key
-	handle func(s *server, w http.ResponseWriter, r *http.Request) error
+	Method  string
+	Path    string // a Go ServeMux path, which is also the OpenAPI path
+	Public  bool   // served without an API key
+	EndUser bool   // an end user may call it for their own {user}
+	handle  func(s *server, w http.ResponseWriter, r *http.Request) error
 }
 
 var routes = []route{
@@ -59,11 +72,11 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/users/{user}/preferences", handle: (*server).getPreferences},
 	{Method: "PUT", Path: "/v1/users/{user}/preferences", handle: (*server).putPreferences},
 
-	{Method: "GET", Path: "/v1/users/{user}/inbox", handle: (*server).listInbox},
-	{Method: "GET", Path: "/v1/users/{user}/inbox/unread-count", handle: (*server).unreadCount},
-	{Method: "POST", Path: "/v1/users/{user}/inbox/read-all", handle: (*server).markAllRead},
-	{Method: "POST", Path: "/v1/users/{user}/inbox/{id}/read", handle: (*server).markRead},
-	{Method: "DELETE", Path: "/v1/users/{user}/inbox/{id}", handle: (*server).deleteInboxItem},
+	{Method: "GET", Path: "/v1/users/{user}/inbox", EndUser: true, handle: (*server).listInbox},
+	{Method: "GET", Path: "/v1/users/{user}/inbox/unread-count", EndUser: true, handle: (*server).unreadCount},
+	{Method: "POST", Path: "/v1/users/{user}/inbox/read-all", EndUser: true, handle: (*server).markAllRead},
+	{Method: "POST", Path: "/v1/users/{user}/inbox/{id}/read", EndUser: true, handle: (*server).markRead},
+	{Method: "DELETE", Path: "/v1/users/{user}/inbox/{id}", EndUser: true, handle: (*server).deleteInboxItem},
 }
 
 // probeMethods are tried to tell a wrong method (405) from an unknown path (404).
@@ -77,6 +90,8 @@ type server struct {
 	maxBody int64
 	log     *slog.Logger
 	mux     *http.ServeMux
+
+	authenticateFunc func(r *http.Request) (Principal, error)
 }
 
 type apiKey struct {
@@ -97,6 +112,8 @@ func New(o Options) http.Handler {
 		maxBody: o.MaxBodyBytes,
 		log:     o.Logger,
 		mux:     http.NewServeMux(),
+
+		authenticateFunc: o.Authenticate,
 	}
 	if s.clock == nil {
 		s.clock = notify.SystemClock{}
@@ -184,13 +201,20 @@ func (s *server) endpoint(rt route) http.Handler {
 	params := pathParams(rt.Path)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !rt.Public {
-			service, err := s.authenticate(r)
+			p, err := s.principal(r)
 			if err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
 				s.writeError(w, r, err)
 				return
 			}
-			infoOf(r).service = service
+			if p.Service == "" { // an end user: only their own inbox
+				if !rt.EndUser || r.PathValue("user") != p.User {
+					s.writeError(w, r, notify.Errorf(notify.EFORBIDDEN, "an end user may only use their own inbox"))
+					return
+				}
+				p.Service = "user"
+			}
+			infoOf(r).service = p.Service
 		}
 		for _, p := range params {
 			if err := checkPathParam(p, r.PathValue(p)); err != nil {
@@ -202,6 +226,17 @@ func (s *server) endpoint(rt route) http.Handler {
 			s.writeError(w, r, err)
 		}
 	})
+}
+
+func (s *server) principal(r *http.Request) (Principal, error) {
+	if s.authenticateFunc != nil {
+		p, err := s.authenticateFunc(r)
+		if err != nil || p != (Principal{}) {
+			return p, err
+		}
+	}
+	service, err := s.authenticate(r)
+	return Principal{Service: service}, err
 }
 
 // authenticate returns the service of the request's bearer key. Every configured key is

@@ -34,6 +34,8 @@ func statusFor(code string) int {
 		return http.StatusBadRequest
 	case notify.EUNAUTHORIZED:
 		return http.StatusUnauthorized
+	case notify.EFORBIDDEN:
+		return http.StatusForbidden
 	case notify.ENOTFOUND:
 		return http.StatusNotFound
 	case notify.ECONFLICT:

@@ -66,6 +66,7 @@ type SenderBuilder func(ctx context.Context, sm *secretsmanager.Client, cfg *con
 // Options choose what Load builds.
 type Options struct {
 	Senders SenderBuilder // nil: no senders
+	API     bool          // read the services' API keys (only the api function may read those secrets)
 }
 
 // Load reads the environment and builds the adapters. Every problem is reported at once.
@@ -117,8 +118,10 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 			return nil, err
 		}
 	}
-	if e.Keys, err = apiKeys(ctx, sm, cfg); err != nil {
-		return nil, err
+	if o.API {
+		if e.Keys, err = apiKeys(ctx, sm, cfg); err != nil {
+			return nil, err
+		}
 	}
 	var senders []notify.Sender
 	var limiter notify.RateLimiter

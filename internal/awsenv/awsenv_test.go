@@ -86,6 +86,17 @@ func TestFunctionsOnAWSAdapters(t *testing.T) {
 	if r := awsenvtest.Invoke[events.APIGatewayV2HTTPResponse](t, apiH, req); r.StatusCode != 202 {
 		t.Fatalf("with key: %d %s", r.StatusCode, r.Body)
 	}
+	// Behind the gateway: a SigV4 caller is the service listing its role; a JWT's subject may
+	// read only their own inbox.
+	for file, want := range map[string]int{
+		"api/post-notification-iam.json": 202, "api/get-inbox-jwt.json": 200, "api/get-inbox-jwt-other-user.json": 403,
+	} {
+		req = events.APIGatewayV2HTTPRequest{}
+		_ = json.Unmarshal(awsenvtest.Fixture(t, file), &req)
+		if r := awsenvtest.Invoke[events.APIGatewayV2HTTPResponse](t, apiH, req); r.StatusCode != want {
+			t.Errorf("%s: %d %s, want %d", file, r.StatusCode, r.Body, want)
+		}
+	}
 
 	// bounce: permanent bounces and complaints suppress; transient bounces and deliveries don't.
 	bounce := e.SQSHandler(func(string) pipeline.Handler { return e.Pipeline.Bounce() })

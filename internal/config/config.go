@@ -59,6 +59,7 @@ type Service struct {
 	Name           string   `yaml:"name"`
 	APIKeys        []string `yaml:"api_keys"`        // local and dev; in AWS prefer api_key_secret
 	APIKeySecret   string   `yaml:"api_key_secret"`  // Secrets Manager secret name holding the key(s)
+	IAMPrincipals  []string `yaml:"iam_principals"`  // AWS: IAM roles/users whose SigV4-signed calls act as this service
 	MaxConcurrency int      `yaml:"max_concurrency"` // ingest consumers (Lambda MaximumConcurrency)
 	BatchSize      int      `yaml:"batch_size"`      // ingest messages per invocation
 	Lane           string   `yaml:"lane"`            // default lane for transactional sends: realtime
@@ -270,8 +271,9 @@ func (c *Config) ApplyDefaults() {
 }
 
 var (
-	nameRe  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
-	clockRe = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`)
+	nameRe      = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
+	clockRe     = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`)
+	principalRe = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[\w+=,.@/-]+$`)
 )
 
 // Validate collects every problem, each naming its key.
@@ -299,8 +301,13 @@ func (c *Config) Validate() error {
 			bad(key+".name", "service %q listed twice", s.Name)
 		}
 		names[s.Name] = true
-		if len(s.APIKeys) == 0 && s.APIKeySecret == "" {
-			bad(key, "needs api_keys or api_key_secret")
+		if len(s.APIKeys) == 0 && s.APIKeySecret == "" && len(s.IAMPrincipals) == 0 {
+			bad(key, "needs api_keys, api_key_secret or iam_principals")
+		}
+		for j, p := range s.IAMPrincipals {
+			if !principalRe.MatchString(p) {
+				bad(fmt.Sprintf("%s.iam_principals[%d]", key, j), "%q is not an IAM role or user ARN (arn:aws:iam::123456789012:role/name)", p)
+			}
 		}
 		for j, k := range s.APIKeys {
 			if len(k) < 8 {

@@ -13,6 +13,7 @@ const (
 	ENOTFOUND     = "not_found"     // the thing does not exist
 	ECONFLICT     = "conflict"      // a conditional write lost (someone else holds or changed it)
 	EUNAUTHORIZED = "unauthorized"  // missing or unknown credentials
+	EFORBIDDEN    = "forbidden"     // known caller, not allowed to do this
 	ETOOLARGE     = "too_large"     // body or batch over a limit; permanent
 	ETHROTTLED    = "throttled"     // provider or limiter said slow down; retryable, honour RetryAfter
 	EUNAVAILABLE  = "unavailable"   // 5xx, timeout, connection error; retryable

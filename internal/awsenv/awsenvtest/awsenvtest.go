@@ -66,6 +66,7 @@ env: test
 services:
   - name: demo
     api_keys: [test-demo-key-123]
+    iam_principals: ["arn:aws:iam::000000000000:role/demo-service"]
 retry: {base: 1s, max: 2s}
 providers:
   fcm: {apps: {default: {project_id: herald-test, endpoint: %q}}}
@@ -104,7 +105,7 @@ contacts: {encryption_key: aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}
 	if err := ddb.CreateTables(ctx, db, ddb.TablesWithPrefix(tables)); err != nil {
 		t.Fatal(err)
 	}
-	env, err := awsenv.Load(ctx, awsenv.Options{Senders: provider.Senders})
+	env, err := awsenv.Load(ctx, awsenv.Options{Senders: provider.Senders, API: true})
 	if err != nil {
 		t.Fatal(err)
 	}
