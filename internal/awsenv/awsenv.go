@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -138,7 +139,8 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 				}, notify.SystemClock{})
 		}
 	}
-	e.Pipeline = pipeline.New(pipeline.Deps{Store: e.Store, Queue: e.Queue, Senders: senders, Limiter: limiter, Logger: log},
+	metrics := &emf{w: os.Stdout, env: cfg.Env, now: time.Now}
+	e.Pipeline = pipeline.New(pipeline.Deps{Store: e.Store, Queue: e.Queue, Senders: senders, Limiter: limiter, Logger: log, Metrics: metrics},
 		pipeline.Config{
 			MaxAttempts: cfg.Retry.MaxAttempts, RetryBase: cfg.Retry.Base.D(), RetryMax: cfg.Retry.Max.D(),
 			SendLease: cfg.Lanes["realtime"].Send.VisibilityTimeout.D(), InboxTTL: cfg.Inbox.TTL.D(),

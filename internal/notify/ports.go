@@ -238,3 +238,10 @@ type Scheduler interface {
 	// Unschedule disarms id's fire; no error if there is none.
 	Unschedule(ctx context.Context, id string) error
 }
+
+// Metrics records counters for dashboards and alarms: CloudWatch (embedded metric format) in
+// AWS; the local runtime keeps none. Add never fails the caller.
+type Metrics interface {
+	// Add adds value to the counter name with the given dimensions (e.g. Provider=fcm).
+	Add(ctx context.Context, name string, value int, dims map[string]string)
+}

@@ -63,6 +63,7 @@ type Pipeline struct {
 	limiter notify.RateLimiter
 	clock   notify.Clock
 	log     *slog.Logger
+	metrics notify.Metrics
 	cfg     Config
 
 	cacheMu sync.Mutex
@@ -82,6 +83,7 @@ type Deps struct {
 	Limiter notify.RateLimiter // nil: no limit
 	Clock   notify.Clock       // nil: system clock
 	Logger  *slog.Logger       // nil: slog.Default()
+	Metrics notify.Metrics     // nil: none
 }
 
 // New returns a Pipeline.
@@ -93,6 +95,7 @@ func New(d Deps, cfg Config) *Pipeline {
 		limiter: d.Limiter,
 		clock:   d.Clock,
 		log:     d.Logger,
+		metrics: d.Metrics,
 		cfg:     cfg.withDefaults(),
 		cache:   map[string]cachedNotification{},
 	}
@@ -106,6 +109,12 @@ func New(d Deps, cfg Config) *Pipeline {
 		p.log = slog.Default()
 	}
 	return p
+}
+
+func (p *Pipeline) metric(ctx context.Context, name string, value int, dims map[string]string) {
+	if p.metrics != nil && value > 0 {
+		p.metrics.Add(ctx, name, value, dims)
+	}
 }
 
 // ItemFailure is one message of a batch that was not processed.

@@ -182,6 +182,10 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 			return fmt.Errorf("send %s: enqueue cleanup: %w", n.ID, err)
 		}
 	}
+	dims := map[string]string{"Provider": string(sm.Provider)}
+	p.metric(ctx, "Sent", sent, dims)
+	p.metric(ctx, "Failed", failed, dims)
+	p.metric(ctx, "Retried", len(retry), dims)
 	// One summary line per batch, never one per recipient and never an address.
 	p.log.InfoContext(ctx, "batch sent", "notification_id", n.ID, "provider", sm.Provider, "app", sm.App,
 		"claimed", len(claimed), "sent", sent, "failed", failed, "retrying", len(retry), "retry_in", delay,
