@@ -13,6 +13,7 @@ Usage:
   herald dev   [--addr 127.0.0.1:8080] [--data ./.herald] [--config herald.yaml]
   herald send  [--api URL] [--key KEY] --to user:ID|email:ADDR|phone:E164|fcm:TOKEN|apns:TOKEN[,…]
                [--channels push,inbox] [--title T] --body B [--idempotency-key K] [--wait]
+  herald dlq   [show QUEUE | redrive QUEUE]      queue depths, dead letters (masked), redrive
   herald bench [--recipients 100000]
 
 Run "herald <command> -h" for a command's flags.
@@ -31,6 +32,8 @@ func main() {
 		err = runSend(os.Args[2:])
 	case "bench":
 		err = runBench(os.Args[2:])
+	case "dlq":
+		err = runDLQ(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

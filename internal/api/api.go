@@ -37,6 +37,12 @@ type Options struct {
 	// handler only maps that identity. Errors it returns are rendered as they are (use
 	// notify.EUNAUTHORIZED); the zero Principal with no error falls back to the bearer keys.
 	Authenticate func(r *http.Request) (Principal, error)
+	// Admin is the queue the operator routes inspect and redrive, Queues the source queues they
+	// cover (each with its DLQ), and AdminServices the services allowed to call them. Nil Admin:
+	// the routes answer 404.
+	Admin         notify.Queue
+	Queues        []string
+	AdminServices []string
 	// Extra registers more handlers by mux pattern (e.g. "GET /sandbox/deliveries"). They need no
 	// API key and share the access log and panic recovery.
 	Extra map[string]http.Handler
@@ -77,6 +83,10 @@ var routes = []route{
 	{Method: "POST", Path: "/v1/users/{user}/inbox/read-all", EndUser: true, handle: (*server).markAllRead},
 	{Method: "POST", Path: "/v1/users/{user}/inbox/{id}/read", EndUser: true, handle: (*server).markRead},
 	{Method: "DELETE", Path: "/v1/users/{user}/inbox/{id}", EndUser: true, handle: (*server).deleteInboxItem},
+
+	{Method: "GET", Path: "/v1/admin/queues", handle: (*server).listQueues},
+	{Method: "GET", Path: "/v1/admin/queues/{queue}/dead-letters", handle: (*server).listDeadLetters},
+	{Method: "POST", Path: "/v1/admin/queues/{queue}/redrive", handle: (*server).redrive},
 }
 
 // probeMethods are tried to tell a wrong method (405) from an unknown path (404).
@@ -92,6 +102,9 @@ type server struct {
 	mux     *http.ServeMux
 
 	authenticateFunc func(r *http.Request) (Principal, error)
+	admin            notify.Queue
+	queues           []string
+	admins           map[string]bool
 }
 
 type apiKey struct {
@@ -114,6 +127,12 @@ func New(o Options) http.Handler {
 		mux:     http.NewServeMux(),
 
 		authenticateFunc: o.Authenticate,
+		admin:            o.Admin,
+		queues:           o.Queues,
+		admins:           map[string]bool{},
+	}
+	for _, a := range o.AdminServices {
+		s.admins[a] = true
 	}
 	if s.clock == nil {
 		s.clock = notify.SystemClock{}

@@ -55,6 +55,7 @@ func (e *Env) IngestStage(queue string) pipeline.Handler {
 
 // APIHandler serves the HTTP API behind API Gateway (HTTP API, payload format 2.0).
 func (e *Env) APIHandler() func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	h := api.New(api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, Authenticate: gatewayAuth(e.Config)})
+	h := api.New(api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, Authenticate: gatewayAuth(e.Config),
+		Admin: e.Queue, Queues: e.Config.QueueNames(), AdminServices: e.Config.AdminServices()})
 	return httpadapter.NewV2(http.Handler(h)).ProxyWithContext
 }

@@ -60,6 +60,7 @@ type Service struct {
 	APIKeys        []string `yaml:"api_keys"`        // local and dev; in AWS prefer api_key_secret
 	APIKeySecret   string   `yaml:"api_key_secret"`  // Secrets Manager secret name holding the key(s)
 	IAMPrincipals  []string `yaml:"iam_principals"`  // AWS: IAM roles/users whose SigV4-signed calls act as this service
+	Admin          bool     `yaml:"admin"`           // may inspect dead letters and redrive them (/v1/admin/…)
 	MaxConcurrency int      `yaml:"max_concurrency"` // ingest consumers (Lambda MaximumConcurrency)
 	BatchSize      int      `yaml:"batch_size"`      // ingest messages per invocation
 	Lane           string   `yaml:"lane"`            // default lane for transactional sends: realtime
@@ -416,6 +417,31 @@ func (c *Config) Keys() map[string]string {
 	return out
 }
 
+// AdminServices lists the services allowed to operate the queues.
+func (c *Config) AdminServices() []string {
+	var out []string
+	for _, s := range c.Services {
+		if s.Admin {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// QueueNames lists every source queue Herald consumes (each has a DLQ named <queue>-dlq).
+func (c *Config) QueueNames() []string {
+	var out []string
+	for _, s := range c.Services {
+		out = append(out, "ingest-"+s.Name)
+	}
+	for _, l := range []string{"realtime", "bulk"} {
+		for _, st := range []string{"prepare", "send", "record"} {
+			out = append(out, st+"-"+l)
+		}
+	}
+	return append(out, "cleanup", "bounce")
+}
+
 // ServiceNames lists the services in file order.
 func (c *Config) ServiceNames() []string {
 	out := make([]string, len(c.Services))
@@ -453,7 +479,7 @@ func Dev() *Config {
 	c := &Config{
 		Env:      "local",
 		Sandbox:  true,
-		Services: []Service{{Name: "demo", APIKeys: []string{"dev-demo-key"}, MaxConcurrency: 4}},
+		Services: []Service{{Name: "demo", APIKeys: []string{"dev-demo-key"}, MaxConcurrency: 4, Admin: true}},
 		Providers: Providers{
 			FCM:    FCM{Apps: map[string]FCMApp{"default": {ProjectID: "herald-sandbox"}}},
 			APNs:   APNs{Apps: map[string]APNsApp{"default": {Topic: "com.example.herald"}}},

@@ -165,6 +165,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	r.server = &http.Server{
 		Handler: api.New(api.Options{
 			Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
+			Admin: r.Queue, Queues: o.Config.QueueNames(), AdminServices: o.Config.AdminServices(),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

@@ -1,0 +1,171 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"herald/internal/notify"
+	"herald/internal/pipeline"
+)
+
+// Queue operations for the on-call operator: depth of every queue and its DLQ, the dead letters
+// with their reasons and masked payloads, and redrive. Only services listed in
+// Options.AdminServices may call them.
+
+type queueView struct {
+	Name        string            `json:"name"`
+	Stats       notify.QueueStats `json:"stats"`
+	DeadLetters int               `json:"dead_letters"`
+}
+
+func (s *server) requireAdmin(r *http.Request) error {
+	if !s.admins[serviceOf(r)] {
+		return notify.Errorf(notify.EFORBIDDEN, "queue operations need a service listed as admin in herald.yaml")
+	}
+	if s.admin == nil {
+		return notify.Errorf(notify.ENOTFOUND, "queue operations are not available here")
+	}
+	return nil
+}
+
+func (s *server) knownQueue(name string) error {
+	if !slices.Contains(s.queues, name) {
+		return notify.FieldError("queue", "unknown queue %q (GET /v1/admin/queues lists them)", name)
+	}
+	return nil
+}
+
+func (s *server) listQueues(w http.ResponseWriter, r *http.Request) error {
+	if err := s.requireAdmin(r); err != nil {
+		return err
+	}
+	out := make([]queueView, 0, len(s.queues))
+	for _, q := range s.queues {
+		st, err := s.admin.Stats(r.Context(), q)
+		if err != nil {
+			return err
+		}
+		dl, err := s.admin.Stats(r.Context(), notify.DLQName(q))
+		if err != nil {
+			return err
+		}
+		out = append(out, queueView{Name: q, Stats: st, DeadLetters: dl.Visible + dl.InFlight + dl.Delayed})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queues": out})
+	return nil
+}
+
+type deadLetter struct {
+	ID           string          `json:"id"`
+	Code         string          `json:"code,omitempty"`
+	Error        string          `json:"error,omitempty"`
+	SourceQueue  string          `json:"source_queue,omitempty"`
+	ReceiveCount int             `json:"receive_count"`
+	SentAt       time.Time       `json:"sent_at"`
+	Payload      json.RawMessage `json:"payload"` // masked: no token, email or phone
+}
+
+func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request) error {
+	if err := s.requireAdmin(r); err != nil {
+		return err
+	}
+	q := r.PathValue("queue")
+	if err := s.knownQueue(q); err != nil {
+		return err
+	}
+	limit, err := queryLimit(r, 10, 100)
+	if err != nil {
+		return err
+	}
+	msgs, err := s.admin.Peek(r.Context(), notify.DLQName(q), limit)
+	if err != nil {
+		return err
+	}
+	out := make([]deadLetter, 0, len(msgs))
+	for _, m := range msgs {
+		out = append(out, deadLetter{
+			ID: m.ID, Code: m.Attributes[pipeline.AttrErrorCode], Error: m.Attributes[pipeline.AttrErrorReason],
+			SourceQueue: m.Attributes[pipeline.AttrSourceQueue], ReceiveCount: m.ReceiveCount, SentAt: m.SentAt,
+			Payload: MaskPayload(m.Body),
+		})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queue": q, "dead_letters": out})
+	return nil
+}
+
+func (s *server) redrive(w http.ResponseWriter, r *http.Request) error {
+	if err := s.requireAdmin(r); err != nil {
+		return err
+	}
+	q := r.PathValue("queue")
+	if err := s.knownQueue(q); err != nil {
+		return err
+	}
+	n, err := s.admin.Redrive(r.Context(), notify.DLQName(q))
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "dead letters redriven", "queue", q, "moved", n, "by", serviceOf(r))
+	writeJSON(w, http.StatusOK, map[string]any{"queue": q, "moved": n})
+	return nil
+}
+
+var (
+	emailRe = regexp.MustCompile(`[^\s"@]+@[^\s"@]+\.[^\s"@]+`)
+	phoneRe = regexp.MustCompile(`\+[1-9][0-9]{6,14}`)
+)
+
+// secretKeys are JSON keys whose string values are device tokens or contact addresses.
+var secretKeys = map[string]bool{"address": true, "token": true, "fcm_token": true, "apns_token": true, "email": true, "phone": true}
+
+// MaskPayload returns body with every device token, email address and phone number masked, as
+// JSON (a body that is not JSON comes back as a masked JSON string).
+func MaskPayload(body []byte) json.RawMessage {
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		b, _ := json.Marshal(maskText(string(body)))
+		return b
+	}
+	b, _ := json.Marshal(maskValue("", v))
+	return b
+}
+
+func maskValue(key string, v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = maskValue(k, e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = maskValue(key, e)
+		}
+		return x
+	case string:
+		if secretKeys[key] {
+			switch {
+			case strings.Contains(x, "@"):
+				return notify.MaskEmail(x)
+			case strings.HasPrefix(x, "+"):
+				return notify.MaskPhone(x)
+			default:
+				return notify.MaskToken(x)
+			}
+		}
+		if strings.HasPrefix(strings.TrimSpace(x), "{") { // an embedded JSON document (SNS Message)
+			return string(MaskPayload([]byte(x)))
+		}
+		return maskText(x)
+	}
+	return v
+}
+
+func maskText(s string) string {
+	s = emailRe.ReplaceAllStringFunc(s, notify.MaskEmail)
+	return phoneRe.ReplaceAllStringFunc(s, notify.MaskPhone)
+}

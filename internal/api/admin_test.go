@@ -1,0 +1,69 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"herald/internal/notify"
+	"herald/internal/pipeline"
+)
+
+func TestDeadLettersListMaskedAndRedrive(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(o *Options) {
+		o.Admin = o.Queue.(notify.Queue)
+		o.Queues = []string{notify.IngestQueue("orders")}
+		o.AdminServices = []string{"orders"}
+	})
+	ctx := context.Background()
+	body := `{"channels":["sms","push"],"recipients":[{"phone":"+821012345678"},{"fcm_token":"fcm-secret-token-0001"},{"email":"kim@example.com"}],"content":{"body":"call +821099998888"}}`
+	if err := e.queue.Send(ctx, notify.DLQName(notify.IngestQueue("orders")), notify.OutMessage{Body: []byte(body), Attributes: map[string]string{
+		pipeline.AttrErrorCode: notify.EINVALID, pipeline.AttrErrorReason: "invalid channels[0]", pipeline.AttrSourceQueue: notify.IngestQueue("orders"),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+
+	rec := e.do(t, "GET", "/v1/admin/queues", ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	if !strings.Contains(rec.Body.String(), `"dead_letters":1`) {
+		t.Fatalf("queues = %s, want one dead letter", rec.Body)
+	}
+	rec = e.do(t, "GET", "/v1/admin/queues/ingest-orders/dead-letters", ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	got := rec.Body.String()
+	for _, raw := range []string{"+821012345678", "fcm-secret-token-0001", "kim@example.com", "+821099998888"} {
+		if strings.Contains(got, raw) {
+			t.Errorf("dead letter listing shows raw %q: %s", raw, got)
+		}
+	}
+	if !strings.Contains(got, `"code":"invalid"`) || !strings.Contains(got, "invalid channels[0]") {
+		t.Fatalf("dead letter listing lacks its reason: %s", got)
+	}
+
+	wantError(t, e.do(t, "POST", "/v1/admin/queues/ingest-orders/redrive", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantError(t, e.do(t, "POST", "/v1/admin/queues/nope/redrive", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "queue")
+	rec = e.do(t, "POST", "/v1/admin/queues/ingest-orders/redrive", ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	if !strings.Contains(rec.Body.String(), `"moved":1`) {
+		t.Fatalf("redrive = %s", rec.Body)
+	}
+	msgs, err := e.queue.Peek(ctx, notify.IngestQueue("orders"), 10)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != body {
+		t.Fatalf("after redrive the source queue holds %d messages (%v), want the original", len(msgs), err)
+	}
+}
+
+func TestMaskPayload(t *testing.T) {
+	t.Parallel()
+	got := string(MaskPayload([]byte(`{"items":[{"id":"d1","address":"abcdefghijklmnopqrstuvwxyz"}],"Message":"{\"mail\":{\"destination\":[\"lee@example.com\"]}}"}`)))
+	for _, raw := range []string{"abcdefghijklmnopqrstuvwxyz", "lee@example.com"} {
+		if strings.Contains(got, raw) {
+			t.Fatalf("masked payload still holds %q: %s", raw, got)
+		}
+	}
+	if !strings.Contains(string(MaskPayload([]byte("not json, mail bob@example.com"))), "b***@example.com") {
+		t.Fatal("non-JSON bodies are masked as text")
+	}
+}
