@@ -209,6 +209,24 @@ func (h *herald) addFunction(name string) error {
 	case "send":
 		h.grantSES(role)
 		env["HERALD_RATELIMIT_TABLE"] = h.tables["ratelimit"].TableName()
+	case "api":
+		// Operators' routes (/v1/admin/queues…): depth of every queue, a look at its dead
+		// letters, and redrive (a message move task from each DLQ back to its source).
+		// One statement each (queues are SSE-SQS: no KMS grants), so the role's policy stays small.
+		var sources, dlqs []*string
+		for _, q := range h.queues {
+			sources = append(sources, q.queue.QueueArn())
+			dlqs = append(dlqs, q.dlq.QueueArn())
+		}
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions: jsii.Strings("sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage",
+				"sqs:GetQueueAttributes", "sqs:ListDeadLetterSourceQueues", "sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks"),
+			Resources: &dlqs,
+		}))
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("sqs:SendMessage", "sqs:GetQueueAttributes"),
+			Resources: &sources,
+		}))
 	}
 
 	fn := awslambda.NewFunction(h.stack, jsii.String(id), &awslambda.FunctionProps{
