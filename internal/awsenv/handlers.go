@@ -2,9 +2,12 @@ package awsenv
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"os"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"herald/internal/api"
@@ -58,4 +61,26 @@ func (e *Env) APIHandler() func(context.Context, events.APIGatewayV2HTTPRequest)
 	h := api.New(api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, Authenticate: gatewayAuth(e.Config),
 		Admin: e.Queue, Queues: e.Config.QueueNames(), AdminServices: e.Config.AdminServices()})
 	return httpadapter.NewV2(http.Handler(h)).ProxyWithContext
+}
+
+// StartSQS is a stage function's whole main: load the environment (exiting with the problem if
+// it is wrong, before lambda.Start) and serve SQS batches with the handler pick chooses.
+func StartSQS(name string, o Options, pick func(e *Env, queue string) pipeline.Handler) {
+	e := mustLoad(name, o)
+	lambda.Start(e.SQSHandler(func(q string) pipeline.Handler { return pick(e, q) }))
+}
+
+// StartAPI is the api function's main.
+func StartAPI() {
+	e := mustLoad("api", Options{API: true})
+	lambda.Start(e.APIHandler())
+}
+
+func mustLoad(name string, o Options) *Env {
+	e, err := Load(context.Background(), o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: config: %v\n", name, err)
+		os.Exit(1)
+	}
+	return e
 }

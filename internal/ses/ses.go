@@ -12,7 +12,6 @@ import (
 	"net/mail"
 	"net/url"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -225,29 +224,7 @@ func (s *Sender) MaxBatch() int { return MaxBatch }
 // ETHROTTLED, EUNAVAILABLE or EINTERNAL. The call itself fails with ETOOLARGE for more than
 // MaxBatch messages, and with EUNAVAILABLE if ctx is done before anything was sent.
 func (s *Sender) Send(ctx context.Context, msgs []notify.OutboundMessage) ([]notify.SendResult, error) {
-	if len(msgs) > MaxBatch {
-		return nil, notify.Errorf(notify.ETOOLARGE, "%d messages; the SES sender takes at most %d per call", len(msgs), MaxBatch)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, notify.Wrap(notify.EUNAVAILABLE, err, "ses send canceled")
-	}
-	results := make([]notify.SendResult, len(msgs))
-	var wg sync.WaitGroup
-	for i, m := range msgs {
-		results[i].DeliveryID = m.DeliveryID
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
-			results[i].Err = notify.Wrap(notify.EUNAVAILABLE, ctx.Err(), "ses send %s canceled before sending", m.DeliveryID)
-			continue
-		}
-		wg.Go(func() {
-			defer func() { <-s.slots }()
-			results[i].ProviderMessageID, results[i].Err = s.sendOne(ctx, m)
-		})
-	}
-	wg.Wait()
-	return results, nil
+	return notify.SendEach(ctx, notify.ProviderSES, MaxBatch, s.slots, msgs, s.sendOne)
 }
 
 func (s *Sender) sendOne(ctx context.Context, m notify.OutboundMessage) (string, error) {

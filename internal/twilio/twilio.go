@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	twiliosdk "github.com/twilio/twilio-go"
@@ -176,29 +175,7 @@ func (s *Sender) MaxBatch() int { return MaxBatch }
 // EAUTH, EUNAVAILABLE or EINTERNAL. The call itself fails with ETOOLARGE for more than MaxBatch
 // messages, and with EUNAVAILABLE if ctx is done before anything was sent.
 func (s *Sender) Send(ctx context.Context, msgs []notify.OutboundMessage) ([]notify.SendResult, error) {
-	if len(msgs) > MaxBatch {
-		return nil, notify.Errorf(notify.ETOOLARGE, "%d messages; the Twilio sender takes at most %d per call", len(msgs), MaxBatch)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, notify.Wrap(notify.EUNAVAILABLE, err, "twilio send canceled")
-	}
-	results := make([]notify.SendResult, len(msgs))
-	var wg sync.WaitGroup
-	for i, m := range msgs {
-		results[i].DeliveryID = m.DeliveryID
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
-			results[i].Err = notify.Wrap(notify.EUNAVAILABLE, ctx.Err(), "twilio send %s canceled before sending", m.DeliveryID)
-			continue
-		}
-		wg.Go(func() {
-			defer func() { <-s.slots }()
-			results[i].ProviderMessageID, results[i].Err = s.sendOne(ctx, m)
-		})
-	}
-	wg.Wait()
-	return results, nil
+	return notify.SendEach(ctx, notify.ProviderTwilio, MaxBatch, s.slots, msgs, s.sendOne)
 }
 
 // sendOne sends m with a client bound to this call. twilio-go takes no context and hides the HTTP
