@@ -146,7 +146,8 @@ func benchPipeline(n, per, sendWorkers int) (float64, time.Duration, error) {
 	cfg.Lanes["realtime"] = rt
 	cfg.Providers.APNs.Apps = nil // FCM only, like the raw run
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	r, err := local.Start(context.Background(), local.Options{Config: cfg, DataDir: dir, Addr: "127.0.0.1:0", Logger: log})
+	// The sandbox records in memory, as in the raw run: only the pipeline's own work differs.
+	r, err := local.Start(context.Background(), local.Options{Config: cfg, DataDir: dir, Addr: "127.0.0.1:0", Logger: log, SandboxInMemory: true})
 	if err != nil {
 		return 0, 0, err
 	}

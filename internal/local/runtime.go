@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"herald/internal/api"
+	"herald/internal/campaign"
 	"herald/internal/config"
 	"herald/internal/notify"
 	"herald/internal/pipeline"
@@ -32,6 +33,9 @@ type Options struct {
 	DataDir     string // holds store.db, queue.db and the sandbox's record
 	Addr        string // API listen address, default 127.0.0.1:8080
 	SandboxAddr string // sandbox plain-HTTP address, default 127.0.0.1:0
+	// SandboxInMemory keeps the sandbox's record in memory only (benchmarks); by default it is
+	// appended to a file in DataDir so it survives restarts.
+	SandboxInMemory bool
 	Logger      *slog.Logger
 	Clock       notify.Clock
 }
@@ -43,7 +47,8 @@ type Runtime struct {
 	Scheduler *sqlite.Scheduler
 	Sandbox   *sandbox.Server // nil unless Config.Sandbox
 	Pipeline  *pipeline.Pipeline
-	URL       string // API base URL
+	Campaigns *campaign.Steps // pause, resume, cancel; the runner loop drives the rest
+	URL       string          // API base URL
 
 	cfg     *config.Config
 	log     *slog.Logger
@@ -113,9 +118,13 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	r.closers = append([]func() error{func() error { r.Queue.Close(); return nil }}, r.closers...)
 
 	if o.Config.Sandbox {
+		record := filepath.Join(o.DataDir, "sandbox-deliveries.jsonl")
+		if o.SandboxInMemory {
+			record = ""
+		}
 		r.Sandbox, err = sandbox.Start(sandbox.Options{
 			Addr:       o.SandboxAddr,
-			RecordFile: filepath.Join(o.DataDir, "sandbox-deliveries.jsonl"),
+			RecordFile: record,
 			Logger:     o.Logger,
 			OnBounce: func(env []byte) {
 				if err := r.Queue.Send(context.Background(), notify.StageBounce, notify.OutMessage{Body: env}); err != nil {
@@ -151,6 +160,11 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		InboxTTL:    o.Config.Inbox.TTL.D(),
 	})
 
+	r.Campaigns = campaign.New(campaign.Deps{
+		Campaigns: r.Store, Audience: r.Store, Notifications: r.Store, Dispatcher: r.Pipeline,
+		Clock: o.Clock, Logger: o.Logger,
+	}, campaign.Config{})
+
 	// API first, so a port conflict fails before any work starts.
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
@@ -183,6 +197,11 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	r.loops.Add(1)
 	go r.schedulerLoop(wctx)
+	r.loops.Add(1)
+	go func() {
+		defer r.loops.Done()
+		campaign.NewRunner(r.Campaigns, 250*time.Millisecond).Run(wctx)
+	}()
 	return r, nil
 }
 
