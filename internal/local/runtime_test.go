@@ -296,3 +296,83 @@ func TestDirectAddressesAndPoisonMessages(t *testing.T) {
 	}
 	t.Fatal("malformed message never reached the DLQ")
 }
+
+// TestCampaignEndToEnd: a campaign over every device of an app, driven by the runtime's
+// campaign runner through the bulk lane to the sandbox, reaches each device exactly once.
+func TestCampaignEndToEnd(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	var tokens []string
+	for i := range 1100 {
+		tok := fmt.Sprintf("fcm-campaign-%05d", i)
+		tokens = append(tokens, tok)
+		if err := e.rt.Store.PutDevice(ctx, notify.Device{UserID: fmt.Sprintf("cu%05d", i), Platform: notify.PlatformFCM,
+			App: "default", Token: tok, Environment: "production"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Transactional, so the test does not depend on the wall clock being outside quiet hours.
+	c := &notify.Campaign{
+		ID: notify.NewID("n_", time.Now()), Service: "demo",
+		Notification: notify.Notification{Category: notify.CategoryTransactional,
+			Channels: []notify.Channel{notify.ChannelPush}, Content: notify.Content{Title: "Maintenance", Body: "Tonight"}},
+		Audience:   notify.Audience{Sources: []notify.Segment{{Kind: notify.AudienceAppDevices, App: "default"}}},
+		QuietHours: notify.DefaultQuietHours(), State: notify.CampaignRunning,
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.rt.Store.CreateCampaign(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	st := e.waitFinal(c.ID)
+	if st.Status != "SENT" {
+		t.Fatalf("campaign notification %s, want SENT", st.Status)
+	}
+	got, err := e.rt.Store.GetCampaign(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != notify.CampaignCompleted || got.Progress.Sent != len(tokens) {
+		t.Fatalf("campaign %s progress %+v, want COMPLETED with %d sent", got.State, got.Progress, len(tokens))
+	}
+	for _, tok := range tokens {
+		if n := e.deliveredTo(tok); n != 1 {
+			t.Fatalf("sandbox got %d deliveries for %s, want 1", n, tok)
+		}
+	}
+}
+
+func TestReservedSendFiresOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	at := time.Now().Add(1500 * time.Millisecond).UTC()
+	var acc struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	req := notify.SendRequest{
+		IdempotencyKey: "reserved-1", Channels: []notify.Channel{"push"}, SendAt: &at,
+		Content: notify.Content{Body: "later"}, Recipients: []notify.Recipient{{FCMToken: "fcm-reserved-000001"}},
+	}
+	if code := e.do("POST", "/v1/notifications", req, &acc); code != http.StatusAccepted || acc.Status != "SCHEDULED" {
+		t.Fatalf("POST = %d %+v, want 202 SCHEDULED", code, acc)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := e.deliveredTo("fcm-reserved-000001"); n != 0 {
+		t.Fatalf("delivered %d times before send_at", n)
+	}
+	if st := e.waitFinal(acc.ID); st.Status != "SENT" {
+		t.Fatalf("status = %s", st.Status)
+	}
+	// A stray second fire (a redelivered schedule) does nothing.
+	body, _ := json.Marshal(notify.FireMessage{Fire: acc.ID})
+	if err := e.rt.Queue.Send(context.Background(), notify.IngestQueue("demo"), notify.OutMessage{Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := e.deliveredTo("fcm-reserved-000001"); n != 1 {
+		t.Fatalf("delivered %d times, want exactly 1", n)
+	}
+}
