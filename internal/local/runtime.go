@@ -36,8 +36,8 @@ type Options struct {
 	// SandboxInMemory keeps the sandbox's record in memory only (benchmarks); by default it is
 	// appended to a file in DataDir so it survives restarts.
 	SandboxInMemory bool
-	Logger      *slog.Logger
-	Clock       notify.Clock
+	Logger          *slog.Logger
+	Clock           notify.Clock
 }
 
 // Runtime is a running local Herald.

@@ -62,6 +62,12 @@ const (
 	StatusPartiallySent NotificationStatus = "PARTIALLY_SENT"
 	StatusFailed        NotificationStatus = "FAILED"
 	StatusCanceled      NotificationStatus = "CANCELED"
+
+	// StatusDispatching is a campaign's notification while the campaign is still appending
+	// recipients page by page. Record finalizes only PROCESSING (and ACCEPTED) notifications, so a
+	// campaign whose dispatched pages have all been sent is not finished early; the campaign's
+	// Finish step moves it to PROCESSING once the audience is exhausted.
+	StatusDispatching NotificationStatus = "DISPATCHING"
 )
 
 // Final reports whether s is an end state.

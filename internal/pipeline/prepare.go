@@ -55,6 +55,12 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 		return fmt.Errorf("prepare %s/%d: %w", pm.NotificationID, pm.Chunk, err)
 	}
 	lo := pm.Chunk * p.cfg.ChunkSize
+	if lo >= n.RecipientCount && n.Status == notify.StatusDispatching {
+		// A campaign grows while it runs: the cached copy may predate the page this chunk is in.
+		if n, err = p.freshNotification(ctx, pm.NotificationID); err != nil {
+			return fmt.Errorf("prepare %s/%d: %w", pm.NotificationID, pm.Chunk, err)
+		}
+	}
 	if lo < 0 || lo >= n.RecipientCount {
 		return notify.Errorf(notify.EINVALID, "prepare %s: chunk %d out of range", n.ID, pm.Chunk)
 	}

@@ -24,7 +24,7 @@ var _ notify.Store = (*Store)(nil)
 
 // storeSchemaVersion is the schema this code reads and writes. It lives in store_meta rather
 // than PRAGMA user_version because the Queue shares the database file and has its own schema.
-const storeSchemaVersion = 2
+const storeSchemaVersion = 3
 
 // storeMigrations[i] takes the schema from version i to i+1.
 var storeMigrations = []string{
@@ -144,6 +144,9 @@ CREATE TABLE IF NOT EXISTS notification_recipients (
 	doc             BLOB NOT NULL,    -- JSON array of notify.Recipient
 	PRIMARY KEY (notification_id, page)
 ) WITHOUT ROWID;`,
+	// 3: campaigns, their uploaded audience lists, and the per-app, sequence-ordered device index
+	// campaigns page with `seq > ?` (see campaign.go).
+	campaignSchema,
 }
 
 // NewStore returns a Store on db, creating or upgrading its schema. cipher seals contacts at rest

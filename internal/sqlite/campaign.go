@@ -1,0 +1,479 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"herald/internal/notify"
+)
+
+var (
+	_ notify.CampaignStore  = (*Store)(nil)
+	_ notify.AudienceSource = (*Store)(nil)
+)
+
+// campaignSchema is store migration 3.
+//
+// audience_devices is the device index campaigns page through. Its seq is an AUTOINCREMENT key,
+// so it only grows and is never reused: a device registered after a campaign passed its position
+// gets a later seq and is still reached, and a removed and re-added device comes after every
+// cursor that saw it. Triggers on devices keep it in step with PutDevice, DeleteDevice and
+// RemoveDeadDevice inside their own statements, so the index can never disagree with devices.
+// A re-registration of the same token (an UPDATE) keeps its seq: a campaign that already reached
+// the device does not reach it again.
+const campaignSchema = `
+CREATE TABLE IF NOT EXISTS campaigns (
+	id           TEXT PRIMARY KEY,
+	service      TEXT NOT NULL,
+	state        TEXT NOT NULL,
+	cursor       BLOB NOT NULL,   -- JSON notify.CampaignCursor, compared and replaced as one value
+	paused_until INTEGER,         -- unix nanos; PAUSED_QUIET_HOURS only
+	error        TEXT NOT NULL DEFAULT '',
+	created_at   INTEGER NOT NULL,
+	updated_at   INTEGER NOT NULL,
+	started_at   INTEGER,
+	finished_at  INTEGER,
+	doc          BLOB NOT NULL    -- the rest of notify.Campaign as JSON; the columns above win
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS campaigns_state ON campaigns (state, created_at);
+
+CREATE TABLE IF NOT EXISTS audience_lists (
+	list_id TEXT NOT NULL,
+	seq     INTEGER NOT NULL,
+	user_id TEXT NOT NULL,
+	PRIMARY KEY (list_id, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS audience_devices (
+	seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+	token    TEXT NOT NULL UNIQUE,
+	app      TEXT NOT NULL,
+	user_id  TEXT NOT NULL,
+	platform TEXT NOT NULL,
+	locale   TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audience_devices_app ON audience_devices (app, seq);
+
+INSERT OR IGNORE INTO audience_devices (token, app, user_id, platform, locale)
+	SELECT token, app, user_id, platform, locale FROM devices ORDER BY updated_at, token;
+
+CREATE TRIGGER IF NOT EXISTS devices_audience_insert AFTER INSERT ON devices BEGIN
+	INSERT OR REPLACE INTO audience_devices (token, app, user_id, platform, locale)
+		VALUES (NEW.token, NEW.app, NEW.user_id, NEW.platform, NEW.locale);
+END;
+CREATE TRIGGER IF NOT EXISTS devices_audience_update AFTER UPDATE ON devices BEGIN
+	UPDATE audience_devices SET app = NEW.app, user_id = NEW.user_id, platform = NEW.platform, locale = NEW.locale
+		WHERE token = NEW.token;
+END;
+CREATE TRIGGER IF NOT EXISTS devices_audience_delete AFTER DELETE ON devices BEGIN
+	DELETE FROM audience_devices WHERE token = OLD.token;
+END;
+`
+
+// CreateCampaign implements notify.CampaignStore.
+func (s *Store) CreateCampaign(ctx context.Context, c *notify.Campaign) (*notify.Campaign, bool, error) {
+	if c == nil || c.ID == "" {
+		return nil, false, notify.Errorf(notify.EINVALID, "campaign id is required")
+	}
+	cp := *c
+	cp.CreatedAt = s.nowOr(cp.CreatedAt)
+	cp.UpdatedAt = s.nowOr(cp.UpdatedAt)
+	cp.SendAt = utcPtr(cp.SendAt)
+	cp.Cursor = notify.CampaignCursor{Sources: make([]notify.SourceCursor, len(cp.Audience.Sources))}
+	cp.Progress = notify.CampaignProgress{}
+
+	n := cp.Notification
+	n.ID, n.Service, n.IdempotencyKey = cp.ID, cp.Service, ""
+	n.Recipients, n.RecipientCount = nil, 0
+	n.Lane = notify.LaneBulk
+	n.Status = notify.StatusDispatching
+	n.SendAt = cp.SendAt
+	n.Stats = notify.Stats{}
+	n.CreatedAt, n.UpdatedAt = cp.CreatedAt, cp.UpdatedAt
+	cp.Notification = n
+	nbody, err := json.Marshal(&n)
+	if err != nil {
+		return nil, false, fmt.Errorf("sqlite: create campaign %s: encode notification: %w", c.ID, err)
+	}
+	doc, cursor, err := campaignDoc(&cp)
+	if err != nil {
+		return nil, false, fmt.Errorf("sqlite: create campaign %s: %w", c.ID, err)
+	}
+
+	var stored *notify.Campaign
+	created := false
+	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO campaigns
+			(id, service, state, cursor, paused_until, error, created_at, updated_at, started_at, finished_at, doc)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			cp.ID, cp.Service, string(cp.State), cursor, nullNanosOf(cp.PausedUntil), cp.Error,
+			nanosOf(cp.CreatedAt), nanosOf(cp.UpdatedAt), nullNanosOf(cp.StartedAt), nullNanosOf(cp.FinishedAt), doc)
+		if err != nil {
+			return err
+		}
+		if k, err := res.RowsAffected(); err != nil {
+			return err
+		} else if k == 0 {
+			stored, err = s.readCampaign(ctx, tx, cp.ID)
+			return err
+		}
+		res, err = tx.ExecContext(ctx, `INSERT INTO notifications
+			(id, service, idempotency_key, status, chunks_total, chunks_prepared, created_at, updated_at, doc)
+			VALUES (?, ?, '', ?, 0, 0, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			n.ID, n.Service, string(n.Status), nanosOf(n.CreatedAt), nanosOf(n.UpdatedAt), nbody)
+		if err != nil {
+			return err
+		}
+		if k, err := res.RowsAffected(); err != nil {
+			return err
+		} else if k == 0 {
+			return notify.Errorf(notify.ECONFLICT, "a notification with id %s exists and is not a campaign", n.ID)
+		}
+		created, stored = true, &cp
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("sqlite: create campaign %s: %w", c.ID, err)
+	}
+	return stored, created, nil
+}
+
+// campaignDoc encodes what the columns do not hold.
+func campaignDoc(c *notify.Campaign) (doc, cursor []byte, err error) {
+	d := *c
+	d.Cursor = notify.CampaignCursor{}
+	d.Progress = notify.CampaignProgress{}
+	if doc, err = json.Marshal(&d); err != nil {
+		return nil, nil, fmt.Errorf("encode campaign: %w", err)
+	}
+	if cursor, err = json.Marshal(c.Cursor); err != nil {
+		return nil, nil, fmt.Errorf("encode cursor: %w", err)
+	}
+	return doc, cursor, nil
+}
+
+// GetCampaign implements notify.CampaignStore.
+func (s *Store) GetCampaign(ctx context.Context, id string) (*notify.Campaign, error) {
+	c, err := s.readCampaign(ctx, s.db.R, id)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get campaign %s: %w", id, err)
+	}
+	n, err := s.readNotification(ctx, s.db.R, `n.id = ?`, id)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get campaign %s: notification: %w", id, err)
+	}
+	t := n.Stats.Sum()
+	c.Progress = notify.CampaignProgress{
+		Members: c.Cursor.Members, Total: t.Total, Sent: t.Sent, Failed: t.Failed, Skipped: t.Skipped,
+		Pending: t.Total - t.Done(),
+	}
+	return c, nil
+}
+
+const campaignColumns = `state, cursor, paused_until, error, created_at, updated_at, started_at, finished_at, doc`
+
+func (s *Store) readCampaign(ctx context.Context, q storeConn, id string) (*notify.Campaign, error) {
+	row := q.QueryRowContext(ctx, `SELECT `+campaignColumns+` FROM campaigns WHERE id = ?`, id)
+	c, err := scanCampaign(row.Scan)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notify.Errorf(notify.ENOTFOUND, "campaign not found")
+	}
+	return c, err
+}
+
+func scanCampaign(scan func(...any) error) (*notify.Campaign, error) {
+	var (
+		state, errText                     string
+		cursor, doc                        []byte
+		pausedUntil, startedAt, finishedAt sql.NullInt64
+		createdAt, updatedAt               int64
+	)
+	if err := scan(&state, &cursor, &pausedUntil, &errText, &createdAt, &updatedAt, &startedAt, &finishedAt, &doc); err != nil {
+		return nil, err
+	}
+	var c notify.Campaign
+	if err := json.Unmarshal(doc, &c); err != nil {
+		return nil, fmt.Errorf("decode campaign: %w", err)
+	}
+	if err := json.Unmarshal(cursor, &c.Cursor); err != nil {
+		return nil, fmt.Errorf("decode campaign cursor: %w", err)
+	}
+	c.State = notify.CampaignState(state)
+	c.PausedUntil = timePtrOfNull(pausedUntil)
+	c.Error = errText
+	c.CreatedAt, c.UpdatedAt = timeOfNanos(createdAt), timeOfNanos(updatedAt)
+	c.StartedAt, c.FinishedAt = timePtrOfNull(startedAt), timePtrOfNull(finishedAt)
+	return &c, nil
+}
+
+// ListCampaigns implements notify.CampaignStore.
+func (s *Store) ListCampaigns(ctx context.Context, states ...notify.CampaignState) ([]*notify.Campaign, error) {
+	q := `SELECT ` + campaignColumns + ` FROM campaigns`
+	var args []any
+	if len(states) > 0 {
+		q += ` WHERE state IN (` + sqlIn(len(states)) + `)`
+		for _, st := range states {
+			args = append(args, string(st))
+		}
+	}
+	rows, err := s.db.R.QueryContext(ctx, q+` ORDER BY created_at, id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list campaigns: %w", err)
+	}
+	defer rows.Close()
+	out := []*notify.Campaign{}
+	for rows.Next() {
+		c, err := scanCampaign(rows.Scan)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list campaigns: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list campaigns: %w", err)
+	}
+	return out, nil
+}
+
+// SaveCursor implements notify.CampaignStore. The cursor check, the recipient pages and the
+// notification's recipient count are one transaction.
+func (s *Store) SaveCursor(ctx context.Context, id string, expected, next notify.CampaignCursor, recipients []notify.Recipient) error {
+	if next.Members != expected.Members+len(recipients) {
+		return fmt.Errorf("sqlite: save cursor of %s: %w", id, notify.Errorf(notify.EINVALID,
+			"next.members %d != expected.members %d + %d recipients", next.Members, expected.Members, len(recipients)))
+	}
+	if len(next.Sources) != len(expected.Sources) {
+		return fmt.Errorf("sqlite: save cursor of %s: %w", id, notify.Errorf(notify.EINVALID, "next has %d sources, expected %d",
+			len(next.Sources), len(expected.Sources)))
+	}
+	body, err := json.Marshal(next)
+	if err != nil {
+		return fmt.Errorf("sqlite: save cursor of %s: encode: %w", id, err)
+	}
+	now := nanosOf(s.now())
+	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
+		var (
+			state  string
+			stored []byte
+			cur    notify.CampaignCursor
+		)
+		err := tx.QueryRowContext(ctx, `SELECT state, cursor FROM campaigns WHERE id = ?`, id).Scan(&state, &stored)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notify.Errorf(notify.ENOTFOUND, "campaign not found")
+		}
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(stored, &cur); err != nil {
+			return fmt.Errorf("decode cursor: %w", err)
+		}
+		if notify.CampaignState(state).Final() {
+			return notify.Errorf(notify.ECONFLICT, "campaign is %s", state)
+		}
+		if !cur.Equal(expected) {
+			return notify.Errorf(notify.ECONFLICT, "cursor moved (members %d, expected %d)", cur.Members, expected.Members)
+		}
+		if len(recipients) > 0 {
+			if err := s.appendRecipients(ctx, tx, id, expected.Members, recipients); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE campaigns SET cursor = ?, updated_at = ? WHERE id = ?`, body, now, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: save cursor of %s: %w", id, err)
+	}
+	return nil
+}
+
+// appendRecipients writes rs at positions from… of notification id, filling the last partial
+// page first, and moves the document's RecipientCount to match.
+func (s *Store) appendRecipients(ctx context.Context, tx *sql.Tx, id string, from int, rs []notify.Recipient) error {
+	var doc []byte
+	if err := tx.QueryRowContext(ctx, `SELECT doc FROM notifications WHERE id = ?`, id).Scan(&doc); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return notify.Errorf(notify.ENOTFOUND, "campaign notification not found")
+		}
+		return err
+	}
+	var n notify.Notification
+	if err := json.Unmarshal(doc, &n); err != nil {
+		return fmt.Errorf("decode notification: %w", err)
+	}
+	if n.RecipientCount != from {
+		return notify.Errorf(notify.ECONFLICT, "notification has %d recipients, cursor says %d", n.RecipientCount, from)
+	}
+	page := from / recipientPage
+	var cur []notify.Recipient
+	if from%recipientPage != 0 {
+		var b []byte
+		if err := tx.QueryRowContext(ctx, `SELECT doc FROM notification_recipients WHERE notification_id = ? AND page = ?`,
+			id, page).Scan(&b); err != nil {
+			return fmt.Errorf("read recipient page %d: %w", page, err)
+		}
+		if err := json.Unmarshal(b, &cur); err != nil {
+			return fmt.Errorf("decode recipient page %d: %w", page, err)
+		}
+	}
+	for len(rs) > 0 {
+		k := min(recipientPage-len(cur), len(rs))
+		cur = append(cur, rs[:k]...)
+		rs = rs[k:]
+		b, err := json.Marshal(cur)
+		if err != nil {
+			return fmt.Errorf("encode recipients: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO notification_recipients (notification_id, page, doc) VALUES (?, ?, ?)
+			ON CONFLICT (notification_id, page) DO UPDATE SET doc = excluded.doc`, id, page, b); err != nil {
+			return err
+		}
+		n.RecipientCount += k
+		page, cur = page+1, nil
+	}
+	body, err := json.Marshal(&n)
+	if err != nil {
+		return fmt.Errorf("encode notification: %w", err)
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE notifications SET doc = ? WHERE id = ?`, body, id)
+	return err
+}
+
+// SetCampaignState implements notify.CampaignStore.
+func (s *Store) SetCampaignState(ctx context.Context, id string, t notify.CampaignTransition, from ...notify.CampaignState) error {
+	at := s.nowOr(t.At)
+	var paused any
+	if t.To == notify.CampaignPausedQuietHours {
+		paused = nullNanosOf(t.PausedUntil)
+	}
+	errText := ""
+	if t.To == notify.CampaignFailed {
+		errText = t.Error
+	}
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		var current string
+		err := tx.QueryRowContext(ctx, `SELECT state FROM campaigns WHERE id = ?`, id).Scan(&current)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notify.Errorf(notify.ENOTFOUND, "campaign not found")
+		}
+		if err != nil {
+			return err
+		}
+		if len(from) > 0 && !campaignStateIn(notify.CampaignState(current), from) {
+			return notify.Errorf(notify.ECONFLICT, "campaign is %s, not %v", current, from)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE campaigns SET state = ?, paused_until = ?, error = ?, updated_at = ?,
+				started_at = CASE WHEN ? AND started_at IS NULL THEN ? ELSE started_at END,
+				finished_at = CASE WHEN ? THEN ? ELSE finished_at END
+			WHERE id = ?`,
+			string(t.To), paused, errText, nanosOf(at),
+			t.To == notify.CampaignRunning, nanosOf(at),
+			t.To.Final(), nanosOf(at), id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: set campaign %s state %s: %w", id, t.To, err)
+	}
+	return nil
+}
+
+func campaignStateIn(s notify.CampaignState, set []notify.CampaignState) bool {
+	for _, k := range set {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// AppendAudienceList implements notify.CampaignStore.
+func (s *Store) AppendAudienceList(ctx context.Context, listID string, userIDs []string) (int64, error) {
+	if listID == "" {
+		return 0, fmt.Errorf("sqlite: append audience list: %w", notify.Errorf(notify.EINVALID, "list id is required"))
+	}
+	var last int64
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM audience_lists WHERE list_id = ?`,
+			listID).Scan(&last); err != nil {
+			return err
+		}
+		for _, batch := range batchesOf(userIDs, storeBatch) {
+			args := make([]any, 0, 3*len(batch))
+			for _, u := range batch {
+				last++
+				args = append(args, listID, last, u)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO audience_lists (list_id, seq, user_id) VALUES `+
+				sqlTuples(len(batch), 3), args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: append audience list %s: %w", listID, err)
+	}
+	return last, nil
+}
+
+// Page implements notify.AudienceSource.
+func (s *Store) Page(ctx context.Context, a notify.Audience, source int, afterSeq int64, limit int) ([]notify.Member, error) {
+	if source < 0 || source >= len(a.Sources) {
+		return nil, notify.Errorf(notify.EINVALID, "audience source %d out of range (%d sources)", source, len(a.Sources))
+	}
+	if limit <= 0 {
+		return nil, notify.Errorf(notify.EINVALID, "page limit must be positive")
+	}
+	seg := a.Sources[source]
+	var (
+		q    string
+		args []any
+	)
+	switch seg.Kind {
+	case notify.AudienceAppDevices:
+		var b strings.Builder
+		b.WriteString(`SELECT a.seq, a.user_id FROM audience_devices a`)
+		if seg.MarketingConsent {
+			b.WriteString(` JOIN preferences p ON p.user_id = a.user_id AND p.marketing_consent_at IS NOT NULL`)
+		}
+		b.WriteString(` WHERE a.app = ? AND a.seq > ?`)
+		args = append(args, seg.App, afterSeq)
+		if seg.Platform != "" {
+			b.WriteString(` AND a.platform = ?`)
+			args = append(args, string(seg.Platform))
+		}
+		if seg.Locale != "" {
+			b.WriteString(` AND (a.locale = ? OR substr(a.locale, 1, ?) = ?)`)
+			args = append(args, seg.Locale, len(seg.Locale)+1, seg.Locale+"-")
+		}
+		b.WriteString(` ORDER BY a.seq LIMIT ?`)
+		q = b.String()
+	case notify.AudienceUserList:
+		q = `SELECT seq, user_id FROM audience_lists WHERE list_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+		args = append(args, seg.ListID, afterSeq)
+	default:
+		return nil, notify.Errorf(notify.EINVALID, "unknown audience source kind %q", seg.Kind)
+	}
+	args = append(args, limit)
+	rows, err := s.db.R.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: audience page: %w", err)
+	}
+	defer rows.Close()
+	out := make([]notify.Member, 0, limit)
+	for rows.Next() {
+		var m notify.Member
+		if err := rows.Scan(&m.Seq, &m.UserID); err != nil {
+			return nil, fmt.Errorf("sqlite: audience page: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: audience page: %w", err)
+	}
+	return out, nil
+}
