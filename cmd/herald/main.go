@@ -14,6 +14,8 @@ Usage:
   herald send  [--api URL] [--key KEY] --to user:ID|email:ADDR|phone:E164|fcm:TOKEN|apns:TOKEN[,…]
                [--channels push,inbox] [--title T] --body B [--idempotency-key K] [--wait]
   herald dlq   [show QUEUE | redrive QUEUE]      queue depths, dead letters (masked), redrive
+  herald campaign create [--app default] [--title T] --body B [--send-at RFC3339] [--max-rate N]
+  herald campaign watch ID                        live progress until the campaign ends
   herald bench [--recipients 100000]
 
 Run "herald <command> -h" for a command's flags.
@@ -34,6 +36,8 @@ func main() {
 		err = runBench(os.Args[2:])
 	case "dlq":
 		err = runDLQ(os.Args[2:])
+	case "campaign":
+		err = runCampaign(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

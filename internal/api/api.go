@@ -46,6 +46,12 @@ type Options struct {
 	// Extra registers more handlers by mux pattern (e.g. "GET /sandbox/deliveries"). They need no
 	// API key and share the access log and panic recovery.
 	Extra map[string]http.Handler
+	// Scheduler re-arms and disarms reserved sends for PATCH and DELETE /v1/notifications/{id};
+	// it must be the one ingest schedules with. Nil: rescheduling answers 501, and cancelling
+	// still works (a fire finds the notification CANCELED and does nothing).
+	Scheduler notify.Scheduler
+	// Campaigns serves /v1/campaigns; nil: those routes answer 501.
+	Campaigns Campaigns
 }
 
 // Principal is who a request acts as: a calling service, or an end user, who may only use
@@ -71,6 +77,14 @@ var routes = []route{
 
 	{Method: "POST", Path: "/v1/notifications", handle: (*server).createNotification},
 	{Method: "GET", Path: "/v1/notifications/{id}", handle: (*server).getNotification},
+	{Method: "PATCH", Path: "/v1/notifications/{id}", handle: (*server).rescheduleNotification},
+	{Method: "DELETE", Path: "/v1/notifications/{id}", handle: (*server).cancelNotification},
+
+	{Method: "POST", Path: "/v1/campaigns", handle: (*server).createCampaign},
+	{Method: "GET", Path: "/v1/campaigns/{id}", handle: (*server).getCampaign},
+	{Method: "POST", Path: "/v1/campaigns/{id}/pause", handle: (*server).pauseCampaign},
+	{Method: "POST", Path: "/v1/campaigns/{id}/resume", handle: (*server).resumeCampaign},
+	{Method: "POST", Path: "/v1/campaigns/{id}/cancel", handle: (*server).cancelCampaign},
 
 	{Method: "PUT", Path: "/v1/users/{user}/devices/{token}", handle: (*server).putDevice},
 	{Method: "DELETE", Path: "/v1/users/{user}/devices/{token}", handle: (*server).deleteDevice},
@@ -105,6 +119,8 @@ type server struct {
 	admin            notify.Queue
 	queues           []string
 	admins           map[string]bool
+	scheduler        notify.Scheduler
+	campaigns        Campaigns
 }
 
 type apiKey struct {
@@ -130,6 +146,8 @@ func New(o Options) http.Handler {
 		admin:            o.Admin,
 		queues:           o.Queues,
 		admins:           map[string]bool{},
+		scheduler:        o.Scheduler,
+		campaigns:        o.Campaigns,
 	}
 	for _, a := range o.AdminServices {
 		s.admins[a] = true

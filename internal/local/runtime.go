@@ -180,6 +180,12 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		Handler: api.New(api.Options{
 			Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
 			Admin: r.Queue, Queues: o.Config.QueueNames(), AdminServices: o.Config.AdminServices(),
+			Scheduler: r.Scheduler,
+			// The store creates and reads campaigns; the steps pause, resume and cancel them.
+			Campaigns: struct {
+				notify.CampaignStore
+				*campaign.Steps
+			}{r.Store, r.Campaigns},
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

@@ -1,0 +1,18 @@
+package main
+
+import "testing"
+
+func TestProgressLine(t *testing.T) {
+	t.Parallel()
+	var st campaignStatus
+	st.State = "RUNNING"
+	st.Totals.Total, st.Totals.Sent, st.Totals.Skipped = 10, 4, 1
+	if got, want := progressLine(st, 12.4, 10), "RUNNING            [#####.....] 4/10+ sent  0 failed  1 skipped  12/s"; got != want {
+		t.Fatalf("progressLine =\n%q, want\n%q", got, want)
+	}
+	st.State = "COMPLETED"
+	st.Totals.Sent = 9
+	if got, want := progressLine(st, 0, 10), "COMPLETED          [##########] 9/10 sent  0 failed  1 skipped  0/s"; got != want {
+		t.Fatalf("progressLine =\n%q, want\n%q", got, want)
+	}
+}

@@ -1,0 +1,276 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"herald/internal/notify"
+)
+
+// Campaigns is what the campaign routes need: creating and reading campaigns (a
+// notify.CampaignStore) and the operator transitions of the campaign steps (pause, resume,
+// cancel: campaign.Steps locally, the state machine's API in AWS). Nil Options.Campaigns: the
+// routes answer 501.
+type Campaigns interface {
+	// CreateCampaign stores c, or returns the one already stored under c.ID with created=false.
+	CreateCampaign(ctx context.Context, c *notify.Campaign) (stored *notify.Campaign, created bool, err error)
+	// GetCampaign returns the campaign with its progress. ENOTFOUND.
+	GetCampaign(ctx context.Context, id string) (*notify.Campaign, error)
+	// Pause, Resume and Cancel move the campaign; ECONFLICT when its state does not allow it.
+	Pause(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
+	Cancel(ctx context.Context, id string) error
+}
+
+// campaignRequest is POST /v1/campaigns.
+type campaignRequest struct {
+	IdempotencyKey string           `json:"idempotency_key,omitempty"`
+	Category       notify.Category  `json:"category,omitempty"` // default marketing
+	Channels       []notify.Channel `json:"channels"`
+	Content        notify.Content   `json:"content"`
+	Audience       notify.Audience  `json:"audience"`
+	SendAt         *time.Time       `json:"send_at,omitempty"`
+	// QuietHours absent: the law's 21:00–08:00 for marketing; {"enabled": false} turns it off.
+	QuietHours *notify.QuietHours `json:"quiet_hours,omitempty"`
+	AdPrefix   bool               `json:"ad_prefix,omitempty"`
+	MaxRate    int                `json:"max_rate,omitempty"`
+}
+
+// campaignState answers POST /v1/campaigns and the transitions.
+type campaignState struct {
+	ID    string               `json:"id"`
+	State notify.CampaignState `json:"state"`
+}
+
+// campaignView is GET /v1/campaigns/{id}.
+type campaignView struct {
+	ID          string               `json:"id"`
+	State       notify.CampaignState `json:"state"`
+	Category    notify.Category      `json:"category"`
+	Channels    []notify.Channel     `json:"channels"`
+	MaxRate     int                  `json:"max_rate"`
+	QuietHours  notify.QuietHours    `json:"quiet_hours"`
+	SendAt      *time.Time           `json:"send_at"`
+	PausedUntil *time.Time           `json:"paused_until"`
+	Error       string               `json:"error,omitempty"`
+	CreatedAt   time.Time            `json:"created_at"`
+	UpdatedAt   time.Time            `json:"updated_at"`
+	StartedAt   *time.Time           `json:"started_at"`
+	FinishedAt  *time.Time           `json:"finished_at"`
+	Totals      campaignTotals       `json:"totals"`
+	Sources     []sourceView         `json:"sources"`
+}
+
+// campaignTotals: Members are recipients dispatched so far, Total deliveries created from them.
+// Remaining is known only once every source has been read (the audience is paged, never counted
+// up front): then it is the deliveries not yet in an end state; null before.
+type campaignTotals struct {
+	Members   int  `json:"members"`
+	Total     int  `json:"total"`
+	Sent      int  `json:"sent"`
+	Failed    int  `json:"failed"`
+	Skipped   int  `json:"skipped"`
+	Pending   int  `json:"pending"`
+	Remaining *int `json:"remaining"`
+}
+
+// sourceView is one audience source and how far its cursor has read.
+type sourceView struct {
+	Kind    notify.AudienceKind `json:"kind"`
+	App     string              `json:"app,omitempty"`
+	ListID  string              `json:"list_id,omitempty"`
+	LastSeq int64               `json:"last_seq"`
+	Done    bool                `json:"done"`
+}
+
+func (s *server) requireCampaigns(w http.ResponseWriter) bool {
+	if s.campaigns == nil {
+		writeNotImplemented(w, "campaigns are not available in this runtime")
+		return false
+	}
+	return true
+}
+
+func (s *server) createCampaign(w http.ResponseWriter, r *http.Request) error {
+	if !s.requireCampaigns(w) {
+		return nil
+	}
+	ctx := r.Context()
+	service := serviceOf(r)
+	var req campaignRequest
+	if err := s.decode(w, r, &req); err != nil {
+		var tp *time.ParseError
+		var e *notify.Error
+		if errors.As(err, &tp) && errors.As(err, &e) {
+			e.Field = "send_at" // the only time in a campaign request
+		}
+		return err
+	}
+	now := s.clock.Now()
+	c, err := req.campaign(service, now)
+	if err != nil {
+		return err
+	}
+	stored, created, err := s.campaigns.CreateCampaign(ctx, c)
+	if err != nil {
+		if notify.IsCode(err, notify.ECONFLICT) {
+			return notify.Wrap(notify.ECONFLICT, err, "idempotency_key is already used by a notification that is not a campaign")
+		}
+		return fmt.Errorf("create campaign %s: %w", c.ID, err)
+	}
+	if stored.Service != service {
+		return notify.FieldError("idempotency_key", "already used")
+	}
+	w.Header().Set("Location", "/v1/campaigns/"+url.PathEscape(stored.ID))
+	status := http.StatusAccepted
+	if !created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, campaignState{ID: stored.ID, State: stored.State})
+	return nil
+}
+
+// campaign validates the request and builds the campaign to store, naming the field of every
+// problem.
+func (req *campaignRequest) campaign(service string, now time.Time) (*notify.Campaign, error) {
+	switch {
+	case req.Content.Title == "" && req.Content.Body == "":
+		return nil, notify.FieldError("content.body", "a title or a body is required")
+	case len(req.Content.Title) > notify.MaxTitleBytes:
+		return nil, notify.FieldError("content.title", "at most %d bytes", notify.MaxTitleBytes)
+	case len(req.Content.Body) > notify.MaxBodyBytes:
+		return nil, notify.FieldError("content.body", "at most %d bytes", notify.MaxBodyBytes)
+	case req.SendAt != nil && req.SendAt.After(now.Add(notify.MaxScheduleHorizon)):
+		return nil, notify.FieldError("send_at", "at most one year ahead")
+	case len(req.IdempotencyKey) > 256:
+		return nil, notify.FieldError("idempotency_key", "at most 256 bytes")
+	}
+	if req.Category == "" {
+		req.Category = notify.CategoryMarketing
+	}
+	id := notify.NewID("n_", now)
+	if req.IdempotencyKey != "" {
+		id = notify.NotificationIDFor(service, req.IdempotencyKey, now)
+	}
+	c := &notify.Campaign{
+		ID: id, Service: service,
+		Notification: notify.Notification{Category: req.Category, Channels: req.Channels, Content: req.Content},
+		Audience:     req.Audience,
+		AdPrefix:     req.AdPrefix,
+		MaxRate:      req.MaxRate,
+		State:        notify.CampaignRunning,
+		CreatedAt:    now,
+		UpdatedAt:    now,
+	}
+	if req.QuietHours != nil {
+		c.QuietHours = *req.QuietHours
+		if c.QuietHours.TimeZone == "" {
+			// An explicit policy is kept as given, even {"enabled": false}, which would otherwise
+			// read as "no policy" and get the default.
+			c.QuietHours.TimeZone = notify.DefaultTimeZone
+		}
+	}
+	if req.SendAt != nil && req.SendAt.After(now) {
+		at := req.SendAt.UTC()
+		c.SendAt = &at
+		c.State = notify.CampaignScheduled
+	}
+	c.ApplyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ownCampaign returns the caller's campaign; another service's is reported like a missing one.
+func (s *server) ownCampaign(r *http.Request, id string) (*notify.Campaign, error) {
+	c, err := s.campaigns.GetCampaign(r.Context(), id)
+	if notify.IsCode(err, notify.ENOTFOUND) || (err == nil && c.Service != serviceOf(r)) {
+		return nil, notify.Errorf(notify.ENOTFOUND, "campaign %s not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get campaign %s: %w", id, err)
+	}
+	return c, nil
+}
+
+func (s *server) getCampaign(w http.ResponseWriter, r *http.Request) error {
+	if !s.requireCampaigns(w) {
+		return nil
+	}
+	c, err := s.ownCampaign(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toCampaignView(c))
+	return nil
+}
+
+func toCampaignView(c *notify.Campaign) campaignView {
+	p := c.Progress
+	v := campaignView{
+		ID: c.ID, State: c.State, Category: c.Notification.Category, Channels: c.Notification.Channels,
+		MaxRate: c.MaxRate, QuietHours: c.QuietHours, SendAt: utcPtr(c.SendAt), PausedUntil: utcPtr(c.PausedUntil),
+		Error: c.Error, CreatedAt: utc(c.CreatedAt), UpdatedAt: utc(c.UpdatedAt),
+		StartedAt: utcPtr(c.StartedAt), FinishedAt: utcPtr(c.FinishedAt),
+		Totals: campaignTotals{Members: p.Members, Total: p.Total, Sent: p.Sent, Failed: p.Failed,
+			Skipped: p.Skipped, Pending: p.Pending},
+		Sources: make([]sourceView, 0, len(c.Audience.Sources)),
+	}
+	if v.Channels == nil {
+		v.Channels = []notify.Channel{}
+	}
+	if c.Cursor.Exhausted() || c.State == notify.CampaignCompleted {
+		remaining := p.Pending
+		v.Totals.Remaining = &remaining
+	}
+	for i, src := range c.Audience.Sources {
+		sv := sourceView{Kind: src.Kind, App: src.App, ListID: src.ListID}
+		if i < len(c.Cursor.Sources) {
+			sv.LastSeq, sv.Done = c.Cursor.Sources[i].LastSeq, c.Cursor.Sources[i].Done
+		}
+		v.Sources = append(v.Sources, sv)
+	}
+	return v
+}
+
+func (s *server) pauseCampaign(w http.ResponseWriter, r *http.Request) error {
+	return s.transitionCampaign(w, r, "pause", s.campaigns.Pause)
+}
+
+func (s *server) resumeCampaign(w http.ResponseWriter, r *http.Request) error {
+	return s.transitionCampaign(w, r, "resume", s.campaigns.Resume)
+}
+
+func (s *server) cancelCampaign(w http.ResponseWriter, r *http.Request) error {
+	return s.transitionCampaign(w, r, "cancel", s.campaigns.Cancel)
+}
+
+func (s *server) transitionCampaign(w http.ResponseWriter, r *http.Request, verb string, move func(context.Context, string) error) error {
+	if !s.requireCampaigns(w) {
+		return nil
+	}
+	id := r.PathValue("id")
+	c, err := s.ownCampaign(r, id)
+	if err != nil {
+		return err
+	}
+	if err := move(r.Context(), id); err != nil {
+		if notify.IsCode(err, notify.ECONFLICT) {
+			if c, gerr := s.ownCampaign(r, id); gerr == nil {
+				return notify.Wrap(notify.ECONFLICT, err, "campaign %s is %s; it can't %s", id, c.State, verb)
+			}
+			return notify.Wrap(notify.ECONFLICT, err, "campaign %s can't %s in its current state", id, verb)
+		}
+		return fmt.Errorf("%s campaign %s: %w", verb, id, err)
+	}
+	if c, err = s.ownCampaign(r, id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, campaignState{ID: id, State: c.State})
+	return nil
+}

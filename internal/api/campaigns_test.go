@@ -1,0 +1,169 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"herald/internal/campaign"
+	"herald/internal/notify"
+)
+
+// noDispatch is a campaign.Dispatcher that enqueues nothing: these tests drive no pages.
+type noDispatch struct{}
+
+func (noDispatch) ChunkSize() int { return 500 }
+func (noDispatch) EnqueuePrepare(context.Context, *notify.Notification, int, int, func(int) time.Duration) error {
+	return nil
+}
+func (noDispatch) EnqueueRecord(context.Context, *notify.Notification) error { return nil }
+
+// withCampaigns serves the campaign routes from the env's store and real campaign steps.
+func withCampaigns() func(*Options) {
+	return func(o *Options) {
+		store := o.Store.(interface {
+			notify.Store
+			notify.CampaignStore
+			notify.AudienceSource
+		})
+		steps := campaign.New(campaign.Deps{Campaigns: store, Audience: store, Notifications: store,
+			Dispatcher: noDispatch{}, Clock: o.Clock}, campaign.Config{})
+		o.Campaigns = struct {
+			notify.CampaignStore
+			*campaign.Steps
+		}{store, steps}
+	}
+}
+
+func campaignBody() map[string]any {
+	return map[string]any{
+		"channels": []string{"push"},
+		"content":  map[string]any{"title": "Sale", "body": "50% off today"},
+		"audience": map[string]any{"sources": []map[string]any{{"kind": "app_devices", "app": "default"}}},
+		"max_rate": 1000,
+	}
+}
+
+func TestCampaignLifecycle(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withCampaigns())
+	body := campaignBody()
+	body["send_at"] = e.clock.Now().Add(time.Hour).Format(time.RFC3339)
+	body["idempotency_key"] = "spring-sale"
+	rec := e.do(t, "POST", "/v1/campaigns", ordersKey, body)
+	wantStatus(t, rec, http.StatusAccepted)
+	wantDocumented(t, "POST", "/v1/campaigns", rec)
+	acc := decodeBody[campaignState](t, rec)
+	if acc.ID == "" || acc.State != notify.CampaignScheduled {
+		t.Fatalf("created %+v, want SCHEDULED", acc)
+	}
+	// The same idempotency key returns the same campaign.
+	rec = e.do(t, "POST", "/v1/campaigns", ordersKey, body)
+	wantStatus(t, rec, http.StatusOK)
+	if again := decodeBody[campaignState](t, rec); again.ID != acc.ID {
+		t.Fatalf("retry made %s, want %s", again.ID, acc.ID)
+	}
+
+	rec = e.do(t, "GET", "/v1/campaigns/"+acc.ID, ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "GET", "/v1/campaigns/{id}", rec)
+	v := decodeBody[campaignView](t, rec)
+	if v.Category != notify.CategoryMarketing || !v.QuietHours.Enabled || v.QuietHours.Start != "21:00" ||
+		len(v.Sources) != 1 || v.Sources[0].Done || v.Totals.Remaining != nil || v.MaxRate != 1000 {
+		t.Fatalf("view %+v: want marketing with default quiet hours, one unread source, remaining unknown", v)
+	}
+	wantError(t, e.do(t, "GET", "/v1/campaigns/"+acc.ID, billingKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+
+	// SCHEDULED can't be paused or resumed; it can be canceled, once.
+	for _, c := range []struct {
+		verb   string
+		status int
+		state  notify.CampaignState
+	}{
+		{"pause", 409, ""}, {"resume", 409, ""}, {"cancel", 200, notify.CampaignCanceled}, {"cancel", 409, ""},
+	} {
+		rec := e.do(t, "POST", "/v1/campaigns/"+acc.ID+"/"+c.verb, ordersKey, nil)
+		wantDocumented(t, "POST", "/v1/campaigns/{id}/"+c.verb, rec)
+		if c.status != 200 {
+			wantError(t, rec, c.status, notify.ECONFLICT, "")
+			continue
+		}
+		wantStatus(t, rec, c.status)
+		if got := decodeBody[campaignState](t, rec); got.State != c.state {
+			t.Fatalf("%s: state %s, want %s", c.verb, got.State, c.state)
+		}
+	}
+}
+
+func TestCampaignPauseResume(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withCampaigns())
+	body := campaignBody()
+	body["category"] = "transactional"
+	rec := e.do(t, "POST", "/v1/campaigns", ordersKey, body)
+	wantStatus(t, rec, http.StatusAccepted)
+	acc := decodeBody[campaignState](t, rec)
+	if acc.State != notify.CampaignRunning {
+		t.Fatalf("state %s, want RUNNING", acc.State)
+	}
+	wantError(t, e.do(t, "POST", "/v1/campaigns/"+acc.ID+"/pause", billingKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+	for _, c := range []struct {
+		verb  string
+		state notify.CampaignState
+	}{{"pause", notify.CampaignPaused}, {"resume", notify.CampaignRunning}} {
+		rec := e.do(t, "POST", "/v1/campaigns/"+acc.ID+"/"+c.verb, ordersKey, nil)
+		wantStatus(t, rec, http.StatusOK)
+		if got := decodeBody[campaignState](t, rec); got.State != c.state {
+			t.Fatalf("%s: state %s, want %s", c.verb, got.State, c.state)
+		}
+	}
+	wantError(t, e.do(t, "POST", "/v1/campaigns/"+acc.ID+"/resume", ordersKey, nil), http.StatusConflict, notify.ECONFLICT, "")
+}
+
+func TestCreateCampaignValidation(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withCampaigns())
+	with := func(k string, v any) map[string]any {
+		b := campaignBody()
+		if v == nil {
+			delete(b, k)
+		} else {
+			b[k] = v
+		}
+		return b
+	}
+	cases := []struct {
+		name  string
+		body  any
+		field string
+	}{
+		{"no channels", with("channels", nil), "channels"},
+		{"bad channel", with("channels", []string{"fax"}), "channels[0]"},
+		{"no content", with("content", map[string]any{}), "content.body"},
+		{"no audience", with("audience", nil), "audience.sources"},
+		{"source without app", with("audience", map[string]any{"sources": []map[string]any{{"kind": "app_devices"}}}), "audience.sources[0].app"},
+		{"bad kind", with("audience", map[string]any{"sources": []map[string]any{{"kind": "everyone"}}}), "audience.sources[0].kind"},
+		{"bad category", with("category", "spam"), "category"},
+		{"negative rate", with("max_rate", -1), "max_rate"},
+		{"bad quiet hours", with("quiet_hours", map[string]any{"enabled": true, "start": "25:00", "end": "08:00"}), "quiet_hours.start"},
+		{"send_at too far", with("send_at", e.clock.Now().Add(400*24*time.Hour).Format(time.RFC3339)), "send_at"},
+		{"send_at not a time", with("send_at", "soon"), "send_at"},
+		{"unknown field", with("recipients", []string{"u1"}), "recipients"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := e.do(t, "POST", "/v1/campaigns", ordersKey, c.body)
+			wantError(t, rec, http.StatusBadRequest, notify.EINVALID, c.field)
+			wantDocumented(t, "POST", "/v1/campaigns", rec)
+		})
+	}
+}
+
+func TestCampaignsNotConfigured(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rec := e.do(t, "POST", "/v1/campaigns", ordersKey, campaignBody())
+	wantError(t, rec, http.StatusNotImplemented, codeNotImplemented, "")
+	wantDocumented(t, "POST", "/v1/campaigns", rec)
+}
