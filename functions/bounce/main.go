@@ -2,10 +2,15 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"herald/internal/awsenv"
 	"herald/internal/pipeline"
 )
 
 func main() {
-	awsenv.StartSQS("bounce", awsenv.Options{}, func(e *awsenv.Env, _ string) pipeline.Handler { return e.Pipeline.Bounce() })
+	err := awsenv.StartSQS(awsenv.Options{}, func(e *awsenv.Env, _ string) pipeline.Handler { return e.Pipeline.Bounce() }) // returns only if the configuration is wrong
+	fmt.Fprintln(os.Stderr, "bounce:", err)
+	os.Exit(1)
 }

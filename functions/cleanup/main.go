@@ -2,10 +2,15 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"herald/internal/awsenv"
 	"herald/internal/pipeline"
 )
 
 func main() {
-	awsenv.StartSQS("cleanup", awsenv.Options{}, func(e *awsenv.Env, _ string) pipeline.Handler { return e.Pipeline.Cleanup() })
+	err := awsenv.StartSQS(awsenv.Options{}, func(e *awsenv.Env, _ string) pipeline.Handler { return e.Pipeline.Cleanup() }) // returns only if the configuration is wrong
+	fmt.Fprintln(os.Stderr, "cleanup:", err)
+	os.Exit(1)
 }

@@ -2,10 +2,15 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"herald/internal/awsenv"
 	"herald/internal/pipeline"
 )
 
 func main() {
-	awsenv.StartSQS("ingest", awsenv.Options{}, func(e *awsenv.Env, queue string) pipeline.Handler { return e.IngestStage(queue) })
+	err := awsenv.StartSQS(awsenv.Options{}, func(e *awsenv.Env, queue string) pipeline.Handler { return e.IngestStage(queue) }) // returns only if the configuration is wrong
+	fmt.Fprintln(os.Stderr, "ingest:", err)
+	os.Exit(1)
 }

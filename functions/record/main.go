@@ -2,10 +2,15 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"herald/internal/awsenv"
 	"herald/internal/pipeline"
 )
 
 func main() {
-	awsenv.StartSQS("record", awsenv.Options{}, func(e *awsenv.Env, _ string) pipeline.Handler { return e.Pipeline.Record() })
+	err := awsenv.StartSQS(awsenv.Options{}, func(e *awsenv.Env, _ string) pipeline.Handler { return e.Pipeline.Record() }) // returns only if the configuration is wrong
+	fmt.Fprintln(os.Stderr, "record:", err)
+	os.Exit(1)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -63,24 +62,24 @@ func (e *Env) APIHandler() func(context.Context, events.APIGatewayV2HTTPRequest)
 	return httpadapter.NewV2(http.Handler(h)).ProxyWithContext
 }
 
-// StartSQS is a stage function's whole main: load the environment (exiting with the problem if
-// it is wrong, before lambda.Start) and serve SQS batches with the handler pick chooses.
-func StartSQS(name string, o Options, pick func(e *Env, queue string) pipeline.Handler) {
-	e := mustLoad(name, o)
-	lambda.Start(e.SQSHandler(func(q string) pipeline.Handler { return pick(e, q) }))
-}
-
-// StartAPI is the api function's main.
-func StartAPI() {
-	e := mustLoad("api", Options{API: true})
-	lambda.Start(e.APIHandler())
-}
-
-func mustLoad(name string, o Options) *Env {
+// StartSQS is a stage function's main: load the environment and serve SQS batches with the
+// handler pick chooses. It returns only when the environment is wrong — before lambda.Start —
+// and main then exits with that error.
+func StartSQS(o Options, pick func(e *Env, queue string) pipeline.Handler) error {
 	e, err := Load(context.Background(), o)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: config: %v\n", name, err)
-		os.Exit(1)
+		return fmt.Errorf("config: %w", err)
 	}
-	return e
+	lambda.Start(e.SQSHandler(func(q string) pipeline.Handler { return pick(e, q) }))
+	return nil
+}
+
+// StartAPI is the api function's main, returning like StartSQS.
+func StartAPI() error {
+	e, err := Load(context.Background(), Options{API: true})
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	lambda.Start(e.APIHandler())
+	return nil
 }
