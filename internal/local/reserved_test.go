@@ -1,6 +1,8 @@
 package local
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -84,5 +86,32 @@ func TestCancelReservedSendDeliversNothing(t *testing.T) {
 	// PATCH after cancel: conflict.
 	if code := e.do("PATCH", "/v1/notifications/"+id, map[string]any{"send_at": time.Now().Add(time.Hour).UTC()}, nil); code != http.StatusConflict {
 		t.Fatalf("PATCH after cancel = %d, want 409", code)
+	}
+}
+
+// A fire armed before a reschedule to a later time — already on the ingest queue when the
+// PATCH lands — must not send early: it names the old send_at.
+func TestStaleFireAfterRescheduleIsIgnored(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	old := time.Now().Add(time.Hour).UTC()
+	id := e.scheduleAt("stale-fire-1", "fcm-stale-fire-0001", old)
+	later := time.Now().Add(1500 * time.Millisecond).UTC()
+	if code := e.do("PATCH", "/v1/notifications/"+id, map[string]any{"send_at": later}, nil); code != http.StatusOK {
+		t.Fatalf("PATCH = %d", code)
+	}
+	body, _ := json.Marshal(notify.FireMessage{Fire: id, At: &old})
+	if err := e.rt.Queue.Send(context.Background(), notify.IngestQueue("demo"), notify.OutMessage{Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := e.deliveredTo("fcm-stale-fire-0001"); n != 0 {
+		t.Fatalf("the stale fire sent %d, want 0 before the new send_at", n)
+	}
+	if st := e.waitFinal(id); st.Status != "SENT" {
+		t.Fatalf("status = %s", st.Status)
+	}
+	if n := e.deliveredTo("fcm-stale-fire-0001"); n != 1 {
+		t.Fatalf("delivered %d times, want 1", n)
 	}
 }

@@ -1,5 +1,7 @@
 package notify
 
+import "time"
+
 // Stage names. Each stage has its own queue (per lane where it has lanes) and DLQ.
 const (
 	StageIngest  = "ingest"
@@ -35,8 +37,12 @@ func Laned(stage string) bool {
 // already returned to the caller (for requests without an idempotency key).
 const AttrNotificationID = "herald-notification-id"
 
-// FireMessage is the body a schedule puts on an ingest queue: only the id; the stored
-// notification is the truth.
+// FireMessage is the body a schedule puts on an ingest queue: the id, and the send_at the
+// schedule was armed for. The stored notification is the truth: a fire armed for a send_at the
+// notification no longer has (it was rescheduled through the API, which armed a new fire) is
+// stale and ignored, while a schedule whose time was edited in the console still carries the
+// stored send_at and is honoured.
 type FireMessage struct {
-	Fire string `json:"fire"`
+	Fire string     `json:"fire"`
+	At   *time.Time `json:"at,omitempty"`
 }

@@ -30,7 +30,7 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 	if bytes.Contains(m.Body, []byte(`"fire"`)) {
 		var f notify.FireMessage
 		if err := json.Unmarshal(m.Body, &f); err == nil && f.Fire != "" {
-			return p.fire(ctx, f.Fire)
+			return p.fire(ctx, f)
 		}
 	}
 	var req notify.SendRequest
@@ -81,7 +81,8 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 
 // fire handles a schedule's fire: only a notification still SCHEDULED is sent, so a fire after a
 // cancel, or a second fire, does nothing.
-func (p *Pipeline) fire(ctx context.Context, id string) error {
+func (p *Pipeline) fire(ctx context.Context, f notify.FireMessage) error {
+	id := f.Fire
 	n, err := p.store.GetNotification(ctx, id)
 	if notify.IsCode(err, notify.ENOTFOUND) {
 		p.log.WarnContext(ctx, "fire for unknown notification ignored", "notification_id", id)
@@ -89,6 +90,12 @@ func (p *Pipeline) fire(ctx context.Context, id string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("fire %s: %w", id, err)
+	}
+	if f.At != nil && n.SendAt != nil && !n.SendAt.Equal(*f.At) && n.SendAt.After(p.clock.Now()) {
+		// Armed for a send_at the notification no longer has: it was rescheduled, and the fire
+		// armed for the new time will come.
+		p.log.InfoContext(ctx, "stale fire ignored", "notification_id", id, "armed_for", *f.At, "send_at", *n.SendAt)
+		return nil
 	}
 	switch n.Status {
 	case notify.StatusScheduled:

@@ -122,7 +122,8 @@ func createScheduleInput(cfg Config, loc *time.Location, id, queue string, at ti
 	if !ok {
 		return nil, notify.Errorf(notify.ENOTFOUND, "scheduler: no ARN configured for queue %q", queue)
 	}
-	input, err := json.Marshal(notify.FireMessage{Fire: id})
+	armedFor := at.UTC()
+	input, err := json.Marshal(notify.FireMessage{Fire: id, At: &armedFor})
 	if err != nil {
 		return nil, notify.Wrap(notify.EINTERNAL, err, "scheduler: encode fire message")
 	}

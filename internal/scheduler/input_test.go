@@ -94,7 +94,7 @@ func TestCreateScheduleInput(t *testing.T) {
 				Target: &types.Target{
 					Arn:     aws.String("arn:aws:sqs:us-east-1:123456789012:herald-test-ingest-shop"),
 					RoleArn: aws.String("arn:aws:iam::123456789012:role/herald-test-scheduler"),
-					Input:   aws.String(`{"fire":"` + tt.id + `"}`),
+					Input:   aws.String(`{"fire":"` + tt.id + `","at":"` + tt.at.UTC().Format(time.RFC3339Nano) + `"}`),
 					RetryPolicy: &types.RetryPolicy{
 						MaximumRetryAttempts:     aws.Int32(185),
 						MaximumEventAgeInSeconds: aws.Int32(86400),

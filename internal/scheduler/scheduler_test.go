@@ -105,7 +105,7 @@ func TestScheduleArmsOneTimeSchedule(t *testing.T) {
 		t.Fatalf("schedule = %+v", sc)
 	}
 	tg := sc.Target
-	if tg.Arn != queueARN || tg.RoleArn != roleARN || tg.Input != `{"fire":"n_01abc"}` ||
+	if tg.Arn != queueARN || tg.RoleArn != roleARN || tg.Input != `{"fire":"n_01abc","at":"`+at.UTC().Format(time.RFC3339Nano)+`"}` ||
 		tg.DeadLetterConfig == nil || tg.DeadLetterConfig.Arn != dlqARN ||
 		tg.RetryPolicy == nil || *tg.RetryPolicy.MaximumRetryAttempts != 185 || *tg.RetryPolicy.MaximumEventAgeInSeconds != 86400 {
 		t.Fatalf("target = %+v", tg)
@@ -140,7 +140,7 @@ func TestRescheduleReplacesAndFiresOnce(t *testing.T) {
 	}
 	// UpdateSchedule replaced the whole definition, so it must have carried all of it.
 	if sc, _ := f.fake.Schedule(group, "n_1"); sc.ActionAfterCompletion != "DELETE" || sc.Target.DeadLetterConfig == nil ||
-		sc.Target.RetryPolicy == nil || sc.Target.Input != `{"fire":"n_1"}` {
+		sc.Target.RetryPolicy == nil || sc.Target.Input != `{"fire":"n_1","at":"`+second.UTC().Format(time.RFC3339Nano)+`"}` {
 		t.Fatalf("re-armed schedule lost part of its definition: %+v", sc)
 	}
 	got := &fired{t: t}

@@ -73,7 +73,8 @@ func (s *Scheduler) Fire(ctx context.Context, now time.Time, q notify.Producer) 
 	rows.Close()
 	n := 0
 	for _, d := range list {
-		body, _ := json.Marshal(notify.FireMessage{Fire: d.id})
+		armedFor := time.Unix(0, d.at).UTC()
+		body, _ := json.Marshal(notify.FireMessage{Fire: d.id, At: &armedFor})
 		if err := q.Send(ctx, d.queue, notify.OutMessage{Body: body}); err != nil {
 			return n, fmt.Errorf("fire %s: %w", d.id, err)
 		}
