@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"herald/internal/notify"
 )
 
 // Duration is a time.Duration written as "30s", "5m" in YAML.
@@ -404,6 +406,11 @@ func (cs Consumer) validate(key string, bad func(string, string, ...any)) {
 	if cs.MaxReceiveCount < 1 || cs.MaxReceiveCount > 1000 {
 		bad(key+".max_receive_count", "%d is outside 1–1000", cs.MaxReceiveCount)
 	}
+}
+
+// QuietHoursPolicy is the night-time rule for marketing notifications that carry none.
+func (c *Config) QuietHoursPolicy() notify.QuietHours {
+	return notify.QuietHours{Enabled: true, Start: c.QuietHours.Start, End: c.QuietHours.End, TimeZone: c.QuietHours.TimeZone}
 }
 
 // Keys maps every API key to its service.

@@ -158,6 +158,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		RetryMax:    o.Config.Retry.Max.D(),
 		SendLease:   o.Config.Lanes["realtime"].Send.VisibilityTimeout.D(),
 		InboxTTL:    o.Config.Inbox.TTL.D(),
+		QuietHours:  o.Config.QuietHoursPolicy(),
 	})
 
 	r.Campaigns = campaign.New(campaign.Deps{

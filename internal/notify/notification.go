@@ -149,10 +149,13 @@ type Notification struct {
 	TTL            time.Duration       `json:"ttl,omitempty"` // how long a provider may hold it; inbox expiry
 	SendAt         *time.Time          `json:"send_at,omitempty"`
 	Lane           Lane                `json:"lane,omitempty"`
-	Status         NotificationStatus  `json:"status"`
-	Stats          Stats               `json:"stats"`
-	CreatedAt      time.Time           `json:"created_at"`
-	UpdatedAt      time.Time           `json:"updated_at"`
+	// QuietHours is the night-time rule for this notification's marketing pushes and SMS; nil
+	// means the deployment's default (a campaign sets its own).
+	QuietHours *QuietHours        `json:"quiet_hours,omitempty"`
+	Status     NotificationStatus `json:"status"`
+	Stats      Stats              `json:"stats"`
+	CreatedAt  time.Time          `json:"created_at"`
+	UpdatedAt  time.Time          `json:"updated_at"`
 }
 
 // EffectiveCollapseID is the id providers use to replace rather than duplicate a message: a

@@ -17,13 +17,16 @@ import (
 
 // Config tunes the stages. Zero fields take the defaults in withDefaults.
 type Config struct {
-	ChunkSize        int           // recipients per prepare message (default 500)
-	MaxAttempts      int           // send attempts per delivery before FAILED retries_exhausted (default 8)
-	RetryBase        time.Duration // first retry delay (default 1s)
-	RetryMax         time.Duration // longest retry delay (default 5m; SQS delay caps at 15m)
-	SendLease        time.Duration // how long a claimed delivery is ours (default 60s = send queue visibility)
-	InboxTTL         time.Duration // inbox item lifetime when the notification has no TTL (default 30 days)
-	NotificationTTL  time.Duration // how long the notification cache trusts an entry (default 2s)
+	ChunkSize       int           // recipients per prepare message (default 500)
+	MaxAttempts     int           // send attempts per delivery before FAILED retries_exhausted (default 8)
+	RetryBase       time.Duration // first retry delay (default 1s)
+	RetryMax        time.Duration // longest retry delay (default 5m; SQS delay caps at 15m)
+	SendLease       time.Duration // how long a claimed delivery is ours (default 60s = send queue visibility)
+	InboxTTL        time.Duration // inbox item lifetime when the notification has no TTL (default 30 days)
+	NotificationTTL time.Duration // how long the notification cache trusts an entry (default 2s)
+	// QuietHours is the night-time rule for marketing notifications that carry none of their
+	// own; the zero value (Enabled false) holds nothing.
+	QuietHours       notify.QuietHours
 	MaxSendBatchSize map[notify.Provider]int
 }
 

@@ -14,7 +14,9 @@ type sendMsg struct {
 	Provider       notify.Provider `json:"provider"`
 	App            string          `json:"app,omitempty"`
 	Retry          int             `json:"retry,omitempty"` // how many times this batch was re-enqueued for retry
-	Items          []sendItem      `json:"items"`
+	// HoldUntil keeps a marketing batch for recipients in quiet hours until their night ends.
+	HoldUntil *time.Time `json:"hold_until,omitempty"`
+	Items     []sendItem `json:"items"`
 }
 
 type sendItem struct {
@@ -26,6 +28,8 @@ type sendItem struct {
 
 	prov notify.Provider // grouping keys, not sent
 	app  string
+	tz   string             // the recipient's time zone, for quiet hours
+	pref notify.Preferences // for night-time consent
 }
 
 // recordMsg asks record to look at a notification's aggregates.
@@ -84,7 +88,7 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 	if err != nil {
 		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
 	}
-	batches := p.batches(n, pending, items)
+	batches := p.batches(n, pending, items, p.quietHolds(n, items, now))
 	bodies := make([]any, len(batches))
 	for i := range batches {
 		bodies[i] = batches[i]
@@ -149,7 +153,8 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 						b.skipUser(r.UserID, ch, notify.ReasonNoAddress)
 					}
 					for _, d := range devices[r.UserID] {
-						b.add(r.UserID, ch, providerOf(d.Platform), d.App, d.Token, d.Locale, d.Environment)
+						b.add(r.UserID, ch, providerOf(d.Platform), d.App, d.Token, d.Locale, d.Environment).
+							quiet(d.TimeZone, pref)
 					}
 				case notify.ChannelEmail:
 					if c.Email == "" {
@@ -162,7 +167,7 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 						b.skipUser(r.UserID, ch, notify.ReasonNoAddress)
 						continue
 					}
-					b.add(r.UserID, ch, notify.ProviderTwilio, "", c.Phone, c.Locale, "")
+					b.add(r.UserID, ch, notify.ProviderTwilio, "", c.Phone, c.Locale, "").quiet(c.TimeZone, pref)
 				case notify.ChannelInbox:
 					b.inboxFor(r.UserID)
 				}
@@ -220,10 +225,26 @@ type builder struct {
 	seen  map[string]bool
 }
 
-func (b *builder) add(user string, ch notify.Channel, prov notify.Provider, app, address, locale, env string) {
+// added lets a caller attach a recipient's quiet-hours facts to the delivery it just added.
+type added struct {
+	b  *builder
+	id string
+}
+
+func (a added) quiet(tz string, pref notify.Preferences) {
+	if a.b == nil {
+		return
+	}
+	if it, ok := a.b.items[a.id]; ok {
+		it.tz, it.pref = tz, pref
+		a.b.items[a.id] = it
+	}
+}
+
+func (b *builder) add(user string, ch notify.Channel, prov notify.Provider, app, address, locale, env string) added {
 	id := notify.DeliveryID(b.n.ID, ch, address)
 	if b.seen[id] { // the same address twice in one request is one delivery
-		return
+		return added{}
 	}
 	b.seen[id] = true
 	b.ds = append(b.ds, notify.Delivery{
@@ -232,6 +253,7 @@ func (b *builder) add(user string, ch notify.Channel, prov notify.Provider, app,
 		Status: notify.DeliveryPending, UpdatedAt: b.now,
 	})
 	b.items[id] = sendItem{DeliveryID: id, Address: address, Locale: locale, Environment: env, UserID: user, prov: prov, app: app}
+	return added{b: b, id: id}
 }
 
 func (b *builder) skipUser(user string, ch notify.Channel, reason string) {
@@ -266,10 +288,34 @@ func (b *builder) inboxFor(user string) {
 
 // batches groups pending deliveries by provider and app into send messages of at most the
 // sender's MaxBatch.
-func (p *Pipeline) batches(n *notify.Notification, pending []string, items map[string]sendItem) []sendMsg {
+// quietHolds says, for a marketing notification, until when each recipient's push or SMS must
+// wait: during quiet hours in the recipient's own time zone, unless they gave night-time consent
+// (email and the inbox are exempt). Transactional notifications are never held.
+func (p *Pipeline) quietHolds(n *notify.Notification, items map[string]sendItem, now time.Time) map[string]time.Time {
+	if n.Category != notify.CategoryMarketing {
+		return nil
+	}
+	policy := p.cfg.QuietHours
+	if n.QuietHours != nil {
+		policy = *n.QuietHours
+	}
+	if !policy.Enabled {
+		return nil
+	}
+	holds := map[string]time.Time{}
+	for id, it := range items {
+		if ok, _ := policy.MayDeliverNow(now, channelOf(it.prov), n.Category, it.tz, it.pref); !ok {
+			holds[id] = policy.NextOpen(now, it.tz).Truncate(time.Minute)
+		}
+	}
+	return holds
+}
+
+func (p *Pipeline) batches(n *notify.Notification, pending []string, items map[string]sendItem, holds map[string]time.Time) []sendMsg {
 	type key struct {
 		prov notify.Provider
 		app  string
+		hold time.Time
 	}
 	groups := map[key][]sendItem{}
 	var order []key
@@ -278,7 +324,7 @@ func (p *Pipeline) batches(n *notify.Notification, pending []string, items map[s
 		if !ok {
 			continue // pending from an earlier attempt of a delivery no longer resolved: left to its own send message
 		}
-		k := key{prov: it.prov, app: it.app}
+		k := key{prov: it.prov, app: it.app, hold: holds[id]}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -290,7 +336,12 @@ func (p *Pipeline) batches(n *notify.Notification, pending []string, items map[s
 		g := groups[k]
 		for len(g) > 0 {
 			m := min(size, len(g))
-			out = append(out, sendMsg{NotificationID: n.ID, Provider: k.prov, App: k.app, Items: g[:m]})
+			sm := sendMsg{NotificationID: n.ID, Provider: k.prov, App: k.app, Items: g[:m]}
+			if !k.hold.IsZero() {
+				h := k.hold
+				sm.HoldUntil = &h
+			}
+			out = append(out, sm)
 			g = g[m:]
 		}
 	}

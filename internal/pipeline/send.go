@@ -46,6 +46,17 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 	if err != nil {
 		return fmt.Errorf("send %s: %w", sm.NotificationID, err)
 	}
+	if sm.HoldUntil != nil {
+		if wait := sm.HoldUntil.Sub(p.clock.Now()); wait > 0 {
+			// Quiet hours for these recipients: come back when their night ends (SQS delays are
+			// at most 15 minutes, so a long night is several hops). Nothing is claimed meanwhile.
+			if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, min(wait, 15*time.Minute), sm); err != nil {
+				return fmt.Errorf("send %s: hold for quiet hours: %w", n.ID, err)
+			}
+			p.log.DebugContext(ctx, "batch held for quiet hours", "notification_id", n.ID, "until", sm.HoldUntil, "items", len(sm.Items))
+			return nil
+		}
+	}
 	sender, ok := p.senders[sm.Provider]
 	if !ok {
 		return notify.Errorf(notify.EINTERNAL, "send %s: no sender configured for provider %q", n.ID, sm.Provider)

@@ -91,6 +91,8 @@ func (s *Store) CreateCampaign(ctx context.Context, c *notify.Campaign) (*notify
 	n.Recipients, n.RecipientCount = nil, 0
 	n.Lane = notify.LaneBulk
 	n.Status = notify.StatusDispatching
+	qh := cp.QuietHours
+	n.QuietHours = &qh // prepare holds each recipient by this policy, in their own time zone
 	n.SendAt = cp.SendAt
 	n.Stats = notify.Stats{}
 	n.CreatedAt, n.UpdatedAt = cp.CreatedAt, cp.UpdatedAt
