@@ -144,7 +144,7 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 		pipeline.Config{
 			MaxAttempts: cfg.Retry.MaxAttempts, RetryBase: cfg.Retry.Base.D(), RetryMax: cfg.Retry.Max.D(),
 			SendLease: cfg.Lanes["realtime"].Send.VisibilityTimeout.D(), InboxTTL: cfg.Inbox.TTL.D(),
-			QuietHours: cfg.QuietHoursPolicy(),
+			QuietHours: cfg.QuietHoursPolicy(), AdPrefix: cfg.Marketing.AdPrefix,
 		})
 	return e, nil
 }

@@ -50,6 +50,7 @@ type Config struct {
 	Retry      Retry                `yaml:"retry"`
 	Providers  Providers            `yaml:"providers"`
 	QuietHours QuietHours           `yaml:"quiet_hours"`
+	Marketing  Marketing            `yaml:"marketing"`
 	Inbox      Inbox                `yaml:"inbox"`
 	Contacts   Contacts             `yaml:"contacts"`
 	Sandbox    bool                 `yaml:"sandbox"` // local runtime: run sandbox providers and point every sender at them
@@ -153,6 +154,11 @@ type QuietHours struct {
 	Start    string `yaml:"start"`     // "21:00"
 	End      string `yaml:"end"`       // "08:00"
 	TimeZone string `yaml:"time_zone"` // default for recipients without one: Asia/Seoul
+}
+
+// Marketing configures advertising messages.
+type Marketing struct {
+	AdPrefix bool `yaml:"ad_prefix"` // start marketing push and SMS titles with "(광고)" (Korean 정보통신망법 §50)
 }
 
 // Inbox configures inbox items.

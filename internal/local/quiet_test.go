@@ -18,16 +18,18 @@ type settableClock struct {
 	now time.Time
 }
 
-func (c *settableClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *settableClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *settableClock) Set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
 
 // At 22:00 in Seoul a marketing push reaches the user who consented to night-time ads at once;
-// the other waits, in the queue, until 08:00 — and then gets it exactly once.
+// the other waits, in the queue, until 08:00 — and then gets it exactly once. Both carry "(광고)".
 func TestMarketingWaitsForQuietHoursToEnd(t *testing.T) {
 	t.Parallel()
 	seoul, _ := time.LoadLocation("Asia/Seoul")
 	clock := &settableClock{now: time.Date(2026, 12, 1, 22, 0, 0, 0, seoul)}
-	rt, err := Start(context.Background(), Options{Config: config.Dev(), DataDir: t.TempDir(), Addr: "127.0.0.1:0",
+	cfg := config.Dev()
+	cfg.Marketing.AdPrefix = true
+	rt, err := Start(context.Background(), Options{Config: cfg, DataDir: t.TempDir(), Addr: "127.0.0.1:0",
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +54,9 @@ func TestMarketingWaitsForQuietHoursToEnd(t *testing.T) {
 		Recipients: []notify.Recipient{{UserID: "night-owl"}, {UserID: "early-bird"}},
 	})
 	waitFor(t, func() bool { return e.deliveredTo("fcm-night-owl-000001") == 1 })
+	if got := rt.Sandbox.Recorder.List("fcm", "fcm-night-owl-000001")[0].Title; got != "(광고) Weekend sale" {
+		t.Fatalf("title = %q, want the (광고) prefix", got)
+	}
 	time.Sleep(500 * time.Millisecond)
 	if n := e.deliveredTo("fcm-early-bird-00001"); n != 0 {
 		t.Fatalf("a user without night-time consent got %d ads at 22:00", n)

@@ -159,6 +159,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		SendLease:   o.Config.Lanes["realtime"].Send.VisibilityTimeout.D(),
 		InboxTTL:    o.Config.Inbox.TTL.D(),
 		QuietHours:  o.Config.QuietHoursPolicy(),
+		AdPrefix:    o.Config.Marketing.AdPrefix,
 	})
 
 	r.Campaigns = campaign.New(campaign.Deps{

@@ -26,7 +26,9 @@ type Config struct {
 	NotificationTTL time.Duration // how long the notification cache trusts an entry (default 2s)
 	// QuietHours is the night-time rule for marketing notifications that carry none of their
 	// own; the zero value (Enabled false) holds nothing.
-	QuietHours       notify.QuietHours
+	QuietHours notify.QuietHours
+	// AdPrefix starts marketing push and SMS titles with "(광고)".
+	AdPrefix         bool
 	MaxSendBatchSize map[notify.Provider]int
 }
 

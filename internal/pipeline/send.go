@@ -205,7 +205,11 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 }
 
 func (p *Pipeline) contentFor(n *notify.Notification, ch notify.Channel, locale string) notify.Content {
-	return n.ContentFor(ch, locale)
+	c := n.ContentFor(ch, locale)
+	if p.cfg.AdPrefix && (ch == notify.ChannelPush || ch == notify.ChannelSMS) {
+		c.Title = notify.AdTitle(n.Category, c.Title, true)
+	}
+	return c
 }
 
 func channelOf(prov notify.Provider) notify.Channel {
