@@ -49,7 +49,14 @@ type tokenOwnerItem struct {
 	SK        string `dynamo:"sk"`
 	UserID    string `dynamo:"user_id"`
 	UpdatedAt int64  `dynamo:"updated_at"`
+	// AudienceSeq and AudienceApp name the token's entry in the app's audience index (pk
+	// A#<app>, sk seq; see campaign.go), so every write that moves or removes the token moves or
+	// removes that entry in the same transaction. Zero for an owner written before the index.
+	AudienceSeq int64  `dynamo:"aseq,omitempty"`
+	AudienceApp string `dynamo:"aapp,omitempty"`
 }
+
+const attrAudienceSeq = "aseq"
 
 // contactItem is a user's contact, sealed whole: pk U#<user>, sk C.
 type contactItem struct {
@@ -94,11 +101,13 @@ func (s *Store) readTokenOwner(ctx context.Context, token string) (tokenOwnerIte
 	return owner, true, nil
 }
 
-// PutDevice implements notify.UserStore. One transaction writes the device and the token's owner
-// item, the latter on the condition that the token is new or already this user's: the common
-// registrations (a new token, or an app refreshing its own) are one request. When another user
-// owns the token, the failed condition returns that owner (ALL_OLD), and a second transaction
-// moves it: device put, owner put conditioned on that owner, and the owner's device deleted.
+// PutDevice implements notify.UserStore. It reads the token's owner item (consistently), then
+// one transaction writes the device, the owner item — conditioned on being exactly as read, or
+// absent — and the token's audience index entry; when another user owned the token, their
+// device item goes too. A re-registration in the same app keeps its index entry (and so its
+// place in every campaign's cursor order); a new token, or one moving to another app, gets a new
+// sequence number from the app's counter and its old entry is deleted. A lost condition (a
+// racing registration) reads again and retries.
 func (s *Store) PutDevice(ctx context.Context, d notify.Device) error {
 	if d.UserID == "" || d.Token == "" {
 		return wrapErr("put device", notify.Errorf(notify.EINVALID, "user id and token are required"))
@@ -112,28 +121,45 @@ func (s *Store) PutDevice(ctx context.Context, d notify.Device) error {
 	if err != nil {
 		return wrapErr(op, err)
 	}
-	ownerItem, err := dynamo.MarshalItem(tokenOwnerItem{PK: tokenPK(d.Token), SK: skTokenOwner, UserID: d.UserID, UpdatedAt: updated})
-	if err != nil {
-		return wrapErr(op, err)
-	}
-	previous := "" // another user owning the token, as last seen
 	for retries := 0; ; {
+		owner, found, err := s.readTokenOwner(ctx, d.Token)
+		if err != nil {
+			return wrapErr(op, err)
+		}
+		seq := owner.AudienceSeq
+		if !found || seq == 0 || owner.AudienceApp != d.App {
+			if seq, err = s.allocateSeqs(ctx, appSequencePK(d.App), 1); err != nil {
+				return wrapErr(op, err)
+			}
+		}
+		ownerItem, err := dynamo.MarshalItem(tokenOwnerItem{PK: tokenPK(d.Token), SK: skTokenOwner, UserID: d.UserID,
+			UpdatedAt: updated, AudienceSeq: seq, AudienceApp: d.App})
+		if err != nil {
+			return wrapErr(op, err)
+		}
 		e := newExpr()
 		var cond string
-		if previous == "" {
-			cond = "attribute_not_exists(" + e.n(attrPK) + ") OR " + e.n("user_id") + " = " + e.s(d.UserID)
+		if found {
+			cond = ownerUnchanged(e, owner)
 		} else {
-			cond = e.n("user_id") + " = " + e.s(previous)
+			cond = "attribute_not_exists(" + e.n(attrPK) + ")"
+		}
+		index, err := s.indexPut(d, seq)
+		if err != nil {
+			return wrapErr(op, err)
 		}
 		tx := []types.TransactWriteItem{
 			{Put: &types.Put{TableName: aws.String(s.tables.Users), Item: device}},
 			{Put: &types.Put{TableName: aws.String(s.tables.Users), Item: ownerItem, ConditionExpression: aws.String(cond),
-				ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}},
+				ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap()}},
+			index,
 		}
-		if previous != "" {
+		if found && owner.UserID != d.UserID {
 			tx = append(tx, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.tables.Users),
-				Key: key2(userPK(previous), deviceSK(d.Token))}})
+				Key: key2(userPK(owner.UserID), deviceSK(d.Token))}})
+		}
+		if del := s.indexDelete(owner); found && del != nil && owner.AudienceSeq != seq {
+			tx = append(tx, *del)
 		}
 		err = s.transact(ctx, tx)
 		if err == nil {
@@ -141,12 +167,7 @@ func (s *Store) PutDevice(ctx context.Context, d notify.Device) error {
 		}
 		reasons, canceled := cancelReasons(err)
 		if canceled && reasonCode(reasons, 1) == "ConditionalCheckFailed" && retries+1 < txAttempts {
-			// The owner is not who we assumed (or changed meanwhile): go again with the one seen.
-			previous = stringAttr(reasons[1].Item, "user_id")
-			if previous == d.UserID {
-				previous = ""
-			}
-			retries++
+			retries++ // the owner changed since it was read: read again and decide anew
 			continue
 		}
 		if !worthRetry(err, reasons, canceled) || retries+1 >= txAttempts {
@@ -158,28 +179,45 @@ func (s *Store) PutDevice(ctx context.Context, d notify.Device) error {
 	}
 }
 
-// DeleteDevice implements notify.UserStore: the device item and the token's owner record go in
-// one transaction, each conditioned on belonging to userID.
+// DeleteDevice implements notify.UserStore: the device item, the token's owner record and its
+// audience index entry go in one transaction, conditioned on the owner being userID as read.
 func (s *Store) DeleteDevice(ctx context.Context, userID, token string) error {
 	op := "delete device of " + userID
 	if userID == "" || token == "" {
 		return wrapErr(op, notify.Errorf(notify.ENOTFOUND, "device not registered to user"))
 	}
 	for retries := 0; ; {
+		owner, found, err := s.readTokenOwner(ctx, token)
+		if err != nil {
+			return wrapErr(op, err)
+		}
+		if !found || owner.UserID != userID {
+			owner = tokenOwnerItem{UserID: userID} // the transaction's conditions report the miss
+		}
 		e := newExpr()
 		tx := []types.TransactWriteItem{
 			{Delete: &types.Delete{TableName: aws.String(s.tables.Users), Key: key2(userPK(userID), deviceSK(token)),
 				ConditionExpression: aws.String("attribute_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": attrPK}}},
 			{Delete: &types.Delete{TableName: aws.String(s.tables.Users), Key: key2(tokenPK(token), skTokenOwner),
-				ConditionExpression:      aws.String(e.n("user_id") + " = " + e.s(userID)),
+				ConditionExpression:      aws.String(ownerUnchanged(e, owner)),
 				ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap()}},
 		}
-		err := s.transact(ctx, tx)
+		if del := s.indexDelete(owner); del != nil {
+			tx = append(tx, *del)
+		}
+		err = s.transact(ctx, tx)
 		if err == nil {
 			return nil
 		}
 		reasons, canceled := cancelReasons(err)
-		if canceled && (reasonCode(reasons, 0) == "ConditionalCheckFailed" || reasonCode(reasons, 1) == "ConditionalCheckFailed") {
+		if canceled && reasonCode(reasons, 0) == "ConditionalCheckFailed" {
+			return wrapErr(op, notify.Errorf(notify.ENOTFOUND, "device not registered to user"))
+		}
+		if canceled && reasonCode(reasons, 1) == "ConditionalCheckFailed" {
+			if found && owner.UserID == userID && retries+1 < txAttempts {
+				retries++ // re-registered since read: read again
+				continue
+			}
 			return wrapErr(op, notify.Errorf(notify.ENOTFOUND, "device not registered to user"))
 		}
 		if !worthRetry(err, reasons, canceled) || retries+1 >= txAttempts {
@@ -191,9 +229,10 @@ func (s *Store) DeleteDevice(ctx context.Context, userID, token string) error {
 	}
 }
 
-// RemoveDeadDevice implements notify.UserStore. The owner record's updated_at <= seenBefore is
-// the condition of the transaction that deletes it and the device, so a registration landing
-// between the failed send and the cleanup always survives.
+// RemoveDeadDevice implements notify.UserStore. The owner record's updated_at <= seenBefore (and
+// its index entry as read) is the condition of the transaction that deletes it, the device and
+// the index entry, so a registration landing between the failed send and the cleanup always
+// survives.
 func (s *Store) RemoveDeadDevice(ctx context.Context, token string, seenBefore time.Time) (bool, error) {
 	const op = "remove dead device"
 	for retries := 0; ; {
@@ -207,10 +246,13 @@ func (s *Store) RemoveDeadDevice(ctx context.Context, token string, seenBefore t
 		e := newExpr()
 		tx := []types.TransactWriteItem{
 			{Delete: &types.Delete{TableName: aws.String(s.tables.Users), Key: key2(tokenPK(token), skTokenOwner),
-				ConditionExpression: aws.String(e.n("user_id") + " = " + e.s(owner.UserID) + " AND " +
+				ConditionExpression: aws.String(ownerUnchanged(e, owner) + " AND " +
 					e.n("updated_at") + " <= " + e.i(nanos(seenBefore))),
 				ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap()}},
 			{Delete: &types.Delete{TableName: aws.String(s.tables.Users), Key: key2(userPK(owner.UserID), deviceSK(token))}},
+		}
+		if del := s.indexDelete(owner); del != nil {
+			tx = append(tx, *del)
 		}
 		err = s.transact(ctx, tx)
 		if err == nil {

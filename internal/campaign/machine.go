@@ -1,0 +1,206 @@
+package campaign
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"herald/internal/notify"
+)
+
+// The Step Functions state machine (infra/campaign.go) runs a campaign as
+//
+//	CheckWindow → (wait → Wait wait_seconds → CheckWindow | stop → Done | open) → FetchPage →
+//	DispatchBatches (Map: one SQS message per entry of batches to prepare-bulk) → SaveCursor →
+//	(done → Done | → CheckWindow)
+//
+// with each Lambda step receiving {"step": <name>, "state": MachineState} and returning the new
+// MachineState. The order commit-then-dispatch (see the package doc) is kept: FetchPage commits
+// the page (Steps.FetchPage + Steps.SaveCursor, appending the recipients and moving the cursor
+// in one store write) and returns the prepare message bodies of every chunk committed but not
+// yet enqueued; the Map sends them; SaveCursor records ChunksEnqueued, or finishes the campaign
+// once every source is done and dispatched. Every step reads the campaign from the store, so a
+// retried step (Lambda retries, a redriven execution) resumes from the saved cursor: a lost
+// FetchPage answer re-emits the same chunks (prepare is idempotent per chunk), a lost SaveCursor
+// answer finds the chunks already recorded.
+
+// Machine step names, as the state machine sends them.
+const (
+	StepCheckWindow = "CheckWindow"
+	StepFetchPage   = "FetchPage"
+	StepSaveCursor  = "SaveCursor"
+)
+
+// Window values of MachineState.
+const (
+	WindowOpen = "open"
+	WindowWait = "wait"
+	WindowStop = "stop"
+)
+
+// MachineState is a campaign execution's state, passed from step to step. It holds no
+// recipients: the batches only point into the notification's committed recipient list.
+type MachineState struct {
+	CampaignID  string `json:"campaign_id"`
+	Window      string `json:"window,omitempty"`       // CheckWindow's verdict: open, wait, stop
+	WaitSeconds int    `json:"wait_seconds,omitempty"` // for wait: how long the Wait state sleeps
+	// Batches are the prepare-bulk message bodies FetchPage emitted (the Map sends each).
+	Batches []json.RawMessage `json:"batches"`
+	// Enqueued is the chunk count the batches bring ChunksEnqueued to, recorded by SaveCursor.
+	Enqueued int  `json:"enqueued,omitempty"`
+	Done     bool `json:"done"` // SaveCursor: the campaign finished (or ended): stop the loop
+	// NotBefore keeps the campaign to its MaxRate: CheckWindow waits until then.
+	NotBefore time.Time `json:"not_before,omitzero"`
+}
+
+// PrepareBodiesFunc returns the prepare message bodies for chunks [from, to) of n.
+type PrepareBodiesFunc func(n *notify.Notification, from, to int) ([]json.RawMessage, error)
+
+// Machine runs the state machine's Lambda steps over Steps.
+type Machine struct {
+	steps  *Steps
+	bodies PrepareBodiesFunc
+}
+
+// NewMachine returns the state machine's steps; bodies encodes prepare messages as the prepare
+// stage reads them.
+func NewMachine(steps *Steps, bodies PrepareBodiesFunc) *Machine {
+	return &Machine{steps: steps, bodies: bodies}
+}
+
+// Run runs one step on st and returns the new state. EINVALID for an unknown step or a state
+// without a campaign id.
+func (m *Machine) Run(ctx context.Context, step string, st MachineState) (MachineState, error) {
+	if st.CampaignID == "" {
+		return st, notify.Errorf(notify.EINVALID, "campaign step %s: state has no campaign_id", step)
+	}
+	switch step {
+	case StepCheckWindow:
+		return m.checkWindow(ctx, st)
+	case StepFetchPage:
+		return m.fetchPage(ctx, st)
+	case StepSaveCursor:
+		return m.saveCursor(ctx, st)
+	}
+	return st, notify.Errorf(notify.EINVALID, "unknown campaign step %q (CheckWindow, FetchPage, SaveCursor)", step)
+}
+
+func waitSeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
+
+func (m *Machine) checkWindow(ctx context.Context, st MachineState) (MachineState, error) {
+	st.Batches, st.Enqueued, st.Done, st.WaitSeconds = []json.RawMessage{}, 0, false, 0
+	w, err := m.steps.CheckWindow(ctx, st.CampaignID)
+	if err != nil {
+		return st, err
+	}
+	now := m.steps.d.Clock.Now()
+	switch w.Action {
+	case ActionStop:
+		st.Window = WindowStop
+	case ActionWait:
+		st.Window, st.WaitSeconds = WindowWait, waitSeconds(w.Until.Sub(now))
+	default:
+		st.Window = WindowOpen
+		if now.Before(st.NotBefore) {
+			st.Window, st.WaitSeconds = WindowWait, waitSeconds(st.NotBefore.Sub(now))
+		}
+	}
+	return st, nil
+}
+
+// fetchPage commits the next page unless committed chunks are still to be enqueued, then
+// emits the bodies of every committed, unenqueued chunk.
+func (m *Machine) fetchPage(ctx context.Context, st MachineState) (MachineState, error) {
+	s := m.steps
+	st.Batches, st.Enqueued = []json.RawMessage{}, 0
+	for range 3 {
+		c, err := s.d.Campaigns.GetCampaign(ctx, st.CampaignID)
+		if err != nil {
+			return st, fmt.Errorf("fetch page %s: %w", st.CampaignID, err)
+		}
+		if c.State.Final() {
+			return st, nil
+		}
+		from := c.Cursor.ChunksEnqueued
+		if from >= s.chunks(c.Cursor.Members) && !c.Cursor.Exhausted() {
+			p, err := s.FetchPage(ctx, c)
+			if err != nil {
+				return st, err
+			}
+			if err := s.SaveCursor(ctx, c.ID, p); err != nil {
+				if notify.IsCode(err, notify.ECONFLICT) && !errors.Is(err, context.Canceled) {
+					continue // moved by someone else: read again
+				}
+				return st, err
+			}
+			c.Cursor = p.Next
+		}
+		to := s.chunks(c.Cursor.Members)
+		if from >= to {
+			return st, nil
+		}
+		n, err := s.d.Notifications.GetNotification(ctx, c.ID)
+		if err != nil {
+			return st, fmt.Errorf("fetch page %s: %w", c.ID, err)
+		}
+		if err := s.d.Notifications.SetChunksTotal(ctx, c.ID, to); err != nil {
+			return st, fmt.Errorf("fetch page %s: %w", c.ID, err)
+		}
+		if st.Batches, err = m.bodies(n, from, to); err != nil {
+			return st, fmt.Errorf("fetch page %s: %w", c.ID, err)
+		}
+		st.Enqueued = to
+		if from*s.chunk < LargeSend && c.Cursor.Members >= LargeSend {
+			s.d.Logger.InfoContext(ctx, "large send started", "event", "large_send_started", "campaign_id", c.ID,
+				"service", c.Service, "category", c.Notification.Category, "channels", c.Notification.Channels)
+		}
+		if c.MaxRate > 0 {
+			per := time.Duration(float64(s.chunk) / float64(c.MaxRate) * float64(time.Second))
+			st.NotBefore = s.d.Clock.Now().Add(time.Duration(to-from) * per)
+		}
+		return st, nil
+	}
+	return st, fmt.Errorf("fetch page %s: %w", st.CampaignID, notify.Errorf(notify.ECONFLICT, "cursor keeps moving"))
+}
+
+// saveCursor records the chunks the Map sent, and finishes the campaign when its audience is
+// exhausted and every chunk is enqueued.
+func (m *Machine) saveCursor(ctx context.Context, st MachineState) (MachineState, error) {
+	s := m.steps
+	for range 3 {
+		c, err := s.d.Campaigns.GetCampaign(ctx, st.CampaignID)
+		if err != nil {
+			return st, fmt.Errorf("save cursor %s: %w", st.CampaignID, err)
+		}
+		if c.State.Final() {
+			st.Batches, st.Done = []json.RawMessage{}, true
+			return st, nil
+		}
+		if st.Enqueued > c.Cursor.ChunksEnqueued {
+			next := c.Cursor.Clone()
+			next.ChunksEnqueued = min(st.Enqueued, s.chunks(next.Members))
+			if err := s.d.Campaigns.SaveCursor(ctx, c.ID, c.Cursor, next, nil); err != nil {
+				if notify.IsCode(err, notify.ECONFLICT) {
+					continue
+				}
+				return st, fmt.Errorf("save cursor %s: %w", c.ID, err)
+			}
+			c.Cursor = next
+		}
+		st.Batches, st.Enqueued = []json.RawMessage{}, 0
+		if c.Cursor.Exhausted() && c.Cursor.ChunksEnqueued >= s.chunks(c.Cursor.Members) {
+			if err := s.Finish(ctx, c.ID); err != nil {
+				if notify.IsCode(err, notify.ECONFLICT) {
+					return st, nil // paused or canceled meanwhile: CheckWindow decides
+				}
+				return st, err
+			}
+			st.Done = true
+		}
+		return st, nil
+	}
+	return st, fmt.Errorf("save cursor %s: %w", st.CampaignID, notify.Errorf(notify.ECONFLICT, "cursor keeps moving"))
+}
