@@ -28,6 +28,9 @@ import (
 // next to the raw SDK sending the same number of messages to the same sandbox in the same run.
 // Their ratio is the pipeline's efficiency.
 func runBench(args []string) error {
+	if len(args) > 0 && args[0] == "campaign" {
+		return runBenchCampaign(args[1:], os.Stdout)
+	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	recipients := fs.Int("recipients", 100000, "push recipients (device tokens) in total")
 	perNotification := fs.Int("per-notification", 10000, "recipients per notification (≤ 10,000)")

@@ -17,6 +17,7 @@ Usage:
   herald campaign create [--app default] [--title T] --body B [--send-at RFC3339] [--max-rate N]
   herald campaign watch ID                        live progress until the campaign ends
   herald bench [--recipients 100000]
+  herald bench campaign [--devices 300000]        campaign wall time, real-time latency, writes per recipient
 
 Run "herald <command> -h" for a command's flags.
 `
