@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"strings"
 
 	"github.com/sideshow/apns2"
 
@@ -29,7 +28,7 @@ import (
 func classify(resp *apns2.Response, err error, token string) error {
 	masked := notify.MaskToken(token)
 	if err != nil {
-		e := &notify.Error{Err: redact(err, token, masked)}
+		e := &notify.Error{Err: notify.Redact(err, token, masked)}
 		var ne net.Error
 		switch {
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
@@ -79,19 +78,3 @@ func classify(resp *apns2.Response, err error, token string) error {
 	}
 	return &notify.Error{Code: code, Message: "apns " + reason + " for " + masked}
 }
-
-// redact masks every copy of token in err's text, keeping err as the cause.
-func redact(err error, token, masked string) error {
-	if token == "" || !strings.Contains(err.Error(), token) {
-		return err
-	}
-	return &redactedError{err: err, token: token, masked: masked}
-}
-
-type redactedError struct {
-	err           error
-	token, masked string
-}
-
-func (r *redactedError) Error() string { return strings.ReplaceAll(r.err.Error(), r.token, r.masked) }
-func (r *redactedError) Unwrap() error { return r.err }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -31,7 +30,7 @@ func classify(err error, token string) error {
 		return nil
 	}
 	masked := notify.MaskToken(token)
-	e := &notify.Error{Err: redact(err, token, masked)}
+	e := &notify.Error{Err: notify.Redact(err, token, masked)}
 	switch {
 	case messaging.IsUnregistered(err):
 		e.Code, e.Message = notify.EDEADADDRESS, "fcm: token "+masked+" is not registered"
@@ -78,36 +77,10 @@ func isNetError(err error) bool {
 	return errors.As(err, &ne)
 }
 
-// retryAfter reads a Retry-After header in seconds or as an HTTP date; 0 when absent.
+// retryAfter is resp's Retry-After; 0 when absent.
 func retryAfter(resp *http.Response) time.Duration {
 	if resp == nil {
 		return 0
 	}
-	v := resp.Header.Get("Retry-After")
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(v); err == nil && n > 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
-	}
-	return 0
+	return notify.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 }
-
-// redact masks every copy of token in err's text, keeping err as the cause.
-func redact(err error, token, masked string) error {
-	if token == "" || !strings.Contains(err.Error(), token) {
-		return err
-	}
-	return &redactedError{err: err, token: token, masked: masked}
-}
-
-type redactedError struct {
-	err           error
-	token, masked string
-}
-
-func (r *redactedError) Error() string { return strings.ReplaceAll(r.err.Error(), r.token, r.masked) }
-func (r *redactedError) Unwrap() error { return r.err }

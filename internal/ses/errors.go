@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -70,20 +69,14 @@ func classifyError(err error, deliveryID, address string) *notify.Error {
 	var respErr *awshttp.ResponseError
 	if errors.As(err, &respErr) && respErr.Response != nil {
 		status = respErr.HTTPStatusCode()
-		retryAfter = parseRetryAfter(respErr.Response.Header.Get("Retry-After"), time.Now())
+		retryAfter = notify.ParseRetryAfter(respErr.Response.Header.Get("Retry-After"), time.Now())
 	}
 
 	code, ok := errorCodes[apiCode]
 	switch {
 	case ok:
-	case status == http.StatusTooManyRequests:
-		code = notify.ETHROTTLED
-	case status >= 500:
-		code = notify.EUNAVAILABLE
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		code = notify.EAUTH
-	case status >= 400:
-		code = notify.EREJECTED
+	case notify.CodeForStatus(status) != "":
+		code = notify.CodeForStatus(status)
 	case noResponse(err):
 		code = notify.EUNAVAILABLE
 	default:
@@ -113,7 +106,7 @@ func classifyError(err error, deliveryID, address string) *notify.Error {
 		Code:       code,
 		Message:    mask(fmt.Sprintf("ses send %s to %s: %s", deliveryID, notify.MaskEmail(address), what)),
 		RetryAfter: retryAfter,
-		Err:        &maskedError{err: err, text: mask(err.Error())},
+		Err:        notify.Redact(err, address, notify.MaskEmail(address), strings.ToLower(address), notify.MaskEmail(address)),
 	}
 }
 
@@ -126,20 +119,6 @@ func noResponse(err error) bool {
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
-// parseRetryAfter reads a Retry-After header in seconds or as an HTTP date.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
 // maskFunc returns a function replacing address (as given and lower-cased) with its mask, since
 // SES error messages can name the recipient.
 func maskFunc(address string) func(string) string {
@@ -150,12 +129,3 @@ func maskFunc(address string) func(string) string {
 	r := strings.NewReplacer(address, m, strings.ToLower(address), m)
 	return r.Replace
 }
-
-// maskedError keeps the SDK error for errors.As while its text hides the address.
-type maskedError struct {
-	err  error
-	text string
-}
-
-func (e *maskedError) Error() string { return e.text }
-func (e *maskedError) Unwrap() error { return e.err }

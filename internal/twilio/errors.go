@@ -47,14 +47,10 @@ func classifyError(err error, status int, retryAfter time.Duration, deliveryID, 
 	code, ok := errorCodes[twilioCode]
 	switch {
 	case ok:
-	case status == http.StatusTooManyRequests:
-		code = notify.ETHROTTLED
-	case status >= 500:
-		code = notify.EUNAVAILABLE
-	case status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusNotFound:
-		code = notify.EAUTH // 404: the account in the URL does not exist for these credentials
-	case status >= 400:
-		code = notify.EREJECTED
+	case status == http.StatusNotFound:
+		code = notify.EAUTH // the account in the URL does not exist for these credentials
+	case notify.CodeForStatus(status) != "":
+		code = notify.CodeForStatus(status)
 	case status == 0 && noResponse(err):
 		code = notify.EUNAVAILABLE
 	default:
@@ -80,22 +76,8 @@ func classifyError(err error, status int, retryAfter time.Duration, deliveryID, 
 		Code:       code,
 		Message:    mask(fmt.Sprintf("twilio send %s to %s: %s", deliveryID, notify.MaskPhone(phone), what)),
 		RetryAfter: retryAfter,
-		Err:        &maskedError{err: err, text: mask(err.Error())},
+		Err:        notify.Redact(err, phone, notify.MaskPhone(phone)),
 	}
-}
-
-// parseRetryAfter reads a Retry-After header in seconds or as an HTTP date.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
 }
 
 // maskFunc returns a function replacing phone with its mask, since Twilio's messages name it
@@ -106,12 +88,3 @@ func maskFunc(phone string) func(string) string {
 	}
 	return strings.NewReplacer(phone, notify.MaskPhone(phone)).Replace
 }
-
-// maskedError keeps the SDK error for errors.As while its text hides the phone number.
-type maskedError struct {
-	err  error
-	text string
-}
-
-func (e *maskedError) Error() string { return e.text }
-func (e *maskedError) Unwrap() error { return e.err }

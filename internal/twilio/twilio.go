@@ -196,7 +196,7 @@ func (s *Sender) sendOne(ctx context.Context, m notify.OutboundMessage) (string,
 	rc := twiliosdk.NewRestClientWithParams(twiliosdk.ClientParams{Client: base})
 	msg, err := rc.Api.CreateMessage(toCreateMessageParams(m, s.cfg))
 	if err != nil {
-		return "", classifyError(err, call.status, parseRetryAfter(call.retryAfter, time.Now()), m.DeliveryID, m.Address)
+		return "", classifyError(err, call.status, notify.ParseRetryAfter(call.retryAfter, time.Now()), m.DeliveryID, m.Address)
 	}
 	if msg.Sid == nil {
 		return "", notify.Errorf(notify.EINTERNAL, "twilio send %s: response without a message sid", m.DeliveryID)
