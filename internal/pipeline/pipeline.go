@@ -170,18 +170,6 @@ func (p *Pipeline) notification(ctx context.Context, id string) (*notify.Notific
 	return n, nil
 }
 
-// freshNotification reads n from the store, bypassing and refreshing the cache.
-func (p *Pipeline) freshNotification(ctx context.Context, id string) (*notify.Notification, error) {
-	n, err := p.store.GetNotification(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	p.cacheMu.Lock()
-	p.cache[id] = cachedNotification{n: n, at: p.clock.Now()}
-	p.cacheMu.Unlock()
-	return n, nil
-}
-
 // send enqueues JSON bodies on queue.
 func (p *Pipeline) send(ctx context.Context, queue, group string, delay time.Duration, bodies ...any) error {
 	msgs := make([]notify.OutMessage, 0, len(bodies))

@@ -58,19 +58,18 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 	if err != nil {
 		return fmt.Errorf("prepare %s/%d: %w", pm.NotificationID, pm.Chunk, err)
 	}
+	// The store, not the cached notification, says what a chunk holds: a campaign's notification
+	// grows while the campaign runs.
 	lo := pm.Chunk * p.cfg.ChunkSize
-	if lo >= n.RecipientCount && n.Status == notify.StatusDispatching {
-		// A campaign grows while it runs: the cached copy may predate the page this chunk is in.
-		if n, err = p.freshNotification(ctx, pm.NotificationID); err != nil {
-			return fmt.Errorf("prepare %s/%d: %w", pm.NotificationID, pm.Chunk, err)
-		}
-	}
-	if lo < 0 || lo >= n.RecipientCount {
+	if lo < 0 {
 		return notify.Errorf(notify.EINVALID, "prepare %s: chunk %d out of range", n.ID, pm.Chunk)
 	}
 	rs, err := p.store.GetRecipients(ctx, n.ID, lo, p.cfg.ChunkSize)
 	if err != nil {
 		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
+	}
+	if len(rs) == 0 {
+		return notify.Errorf(notify.EINVALID, "prepare %s: chunk %d out of range", n.ID, pm.Chunk)
 	}
 	hi := lo + len(rs)
 	now := p.clock.Now()
