@@ -2,7 +2,6 @@ package awsenv
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -17,30 +16,11 @@ type CampaignEvent struct {
 	State campaign.MachineState `json:"state"`
 }
 
-// prepareBody is the prepare stage's message (internal/pipeline's prepareMsg), sent by the state
-// machine's Map straight to the prepare-bulk queue.
-type prepareBody struct {
-	NotificationID string `json:"notification_id"`
-	Chunk          int    `json:"chunk"`
-}
-
-func prepareBodies(n *notify.Notification, from, to int) ([]json.RawMessage, error) {
-	out := make([]json.RawMessage, 0, to-from)
-	for k := from; k < to; k++ {
-		b, err := json.Marshal(prepareBody{NotificationID: n.ID, Chunk: k})
-		if err != nil {
-			return nil, fmt.Errorf("encode prepare message: %w", err)
-		}
-		out = append(out, b)
-	}
-	return out, nil
-}
-
 // CampaignMachine returns the campaign steps on the DynamoDB store and the pipeline.
 func (e *Env) CampaignMachine() *campaign.Machine {
 	steps := campaign.New(campaign.Deps{Campaigns: e.Store, Audience: e.Store, Notifications: e.Store,
 		Dispatcher: e.Pipeline, Logger: e.Log}, campaign.Config{})
-	return campaign.NewMachine(steps, prepareBodies)
+	return campaign.NewMachine(steps, e.Pipeline.PrepareBodies)
 }
 
 // CampaignHandler is the campaign function's handler: one state machine step per invocation,

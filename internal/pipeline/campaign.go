@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -35,6 +36,20 @@ func (p *Pipeline) EnqueuePrepare(ctx context.Context, n *notify.Notification, f
 		}
 	}
 	return nil
+}
+
+// PrepareBodies returns the prepare message bodies of chunks [from, to) of n, for a sender that
+// is not the pipeline (the campaign state machine's Map puts them on prepare-bulk itself).
+func (p *Pipeline) PrepareBodies(n *notify.Notification, from, to int) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, 0, max(0, to-from))
+	for c := from; c < to; c++ {
+		b, err := json.Marshal(prepareMsg{NotificationID: n.ID, Chunk: c})
+		if err != nil {
+			return nil, fmt.Errorf("encode prepare message: %w", err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }
 
 // EnqueueRecord asks record to look at n (after a campaign's Finish, when no delivery may be
