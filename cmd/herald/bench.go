@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -187,7 +186,7 @@ func benchPipeline(n, per, sendWorkers int) (float64, time.Duration, error) {
 	var ids []string
 	for _, b := range bodies {
 		var acc struct{ ID string }
-		if err := benchCall(http.MethodPost, r.URL+"/v1/notifications", b, &acc); err != nil {
+		if err := call(http.MethodPost, r.URL+"/v1/notifications", "dev-demo-key", b, &acc); err != nil {
 			return 0, 0, err
 		}
 		ids = append(ids, acc.ID)
@@ -196,7 +195,7 @@ func benchPipeline(n, per, sendWorkers int) (float64, time.Duration, error) {
 	for _, id := range ids {
 		for {
 			var st struct{ Status string }
-			if err := benchCall(http.MethodGet, r.URL+"/v1/notifications/"+id+"?limit=1", nil, &st); err == nil && st.Status != "" &&
+			if err := call(http.MethodGet, r.URL+"/v1/notifications/"+id+"?limit=1", "dev-demo-key", nil, &st); err == nil && st.Status != "" &&
 				st.Status != "ACCEPTED" && st.Status != "PROCESSING" {
 				if st.Status != "SENT" {
 					return 0, 0, fmt.Errorf("notification %s ended %s", id, st.Status)
@@ -214,19 +213,4 @@ func benchPipeline(n, per, sendWorkers int) (float64, time.Duration, error) {
 		return 0, 0, fmt.Errorf("sandbox recorded %d deliveries, want %d", got, n)
 	}
 	return float64(n) / d.Seconds(), d, nil
-}
-
-func benchCall(method, url string, body []byte, out any) error {
-	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer dev-demo-key")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("%s %s: %s %s", method, url, resp.Status, b)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -115,7 +114,7 @@ func runBenchCampaign(args []string, out io.Writer) error {
 	})
 	var created struct{ ID, State string }
 	start = time.Now()
-	if err := benchCallKey(http.MethodPost, r.URL+"/v1/campaigns", benchCampaignKey, body, &created); err != nil {
+	if err := call(http.MethodPost, r.URL+"/v1/campaigns", benchCampaignKey, body, &created); err != nil {
 		return fmt.Errorf("create campaign: %w", err)
 	}
 	during := newProbeRun(r.URL, w)
@@ -143,7 +142,7 @@ func runBenchCampaign(args []string, out io.Writer) error {
 			wall = last.Sub(start)
 		}
 		var c struct{ State, Error string }
-		if err := benchCallKey(http.MethodGet, r.URL+"/v1/campaigns/"+created.ID, benchCampaignKey, nil, &c); err != nil {
+		if err := call(http.MethodGet, r.URL+"/v1/campaigns/"+created.ID, benchCampaignKey, nil, &c); err != nil {
 			return err
 		}
 		if c.State != string(notify.CampaignCompleted) && notify.CampaignState(c.State).Final() {
@@ -151,7 +150,7 @@ func runBenchCampaign(args []string, out io.Writer) error {
 		}
 		if wall > 0 {
 			var n struct{ Status notify.NotificationStatus }
-			if err := benchCallKey(http.MethodGet, r.URL+"/v1/notifications/"+created.ID+"?limit=1", benchCampaignKey, nil, &n); err != nil {
+			if err := call(http.MethodGet, r.URL+"/v1/notifications/"+created.ID+"?limit=1", benchCampaignKey, nil, &n); err != nil {
 				return err
 			}
 			if c.State == string(notify.CampaignCompleted) && n.Status.Final() {
@@ -339,7 +338,7 @@ func (p *probeRun) one() {
 	ch := p.w.expect(token)
 	t0 := time.Now()
 	var acc struct{ ID string }
-	err := benchCallKey(http.MethodPost, p.url+"/v1/notifications", benchOrdersKey, body, &acc)
+	err := call(http.MethodPost, p.url+"/v1/notifications", benchOrdersKey, body, &acc)
 	if err == nil {
 		p.mu.Lock()
 		p.ids = append(p.ids, acc.ID)
@@ -369,7 +368,7 @@ func (p *probeRun) settle(url string, limit time.Duration) error {
 	for _, id := range p.ids {
 		for {
 			var st struct{ Status notify.NotificationStatus }
-			if err := benchCallKey(http.MethodGet, url+"/v1/notifications/"+id+"?limit=1", benchOrdersKey, nil, &st); err != nil {
+			if err := call(http.MethodGet, url+"/v1/notifications/"+id+"?limit=1", benchOrdersKey, nil, &st); err != nil {
 				return err
 			}
 			if st.Status.Final() {
@@ -385,19 +384,4 @@ func (p *probeRun) settle(url string, limit time.Duration) error {
 		}
 	}
 	return nil
-}
-
-func benchCallKey(method, url, key string, body []byte, out any) error {
-	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("%s %s: %s %s", method, url, resp.Status, b)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -22,7 +23,7 @@ func runDLQ(args []string) error {
 	for i := 0; i < len(args); i++ {
 		if len(args[i]) > 1 && args[i][0] == '-' {
 			flags = append(flags, args[i])
-			if !containsEq(args[i]) && i+1 < len(args) {
+			if !strings.Contains(args[i], "=") && i+1 < len(args) {
 				flags = append(flags, args[i+1])
 				i++
 			}
@@ -77,13 +78,4 @@ func runDLQ(args []string) error {
 	default:
 		return fmt.Errorf("usage: herald dlq [show QUEUE | redrive QUEUE] [--api URL] [--key KEY]")
 	}
-}
-
-func containsEq(s string) bool {
-	for _, c := range s {
-		if c == '=' {
-			return true
-		}
-	}
-	return false
 }
