@@ -160,19 +160,10 @@ func loadConfig() (*config.Config, error) {
 	return config.Load(path)
 }
 
-// queueURLs maps every logical queue name to its URL.
+// queueURLs maps every logical queue name, and its DLQ's, to its URL.
 func queueURLs(cfg *config.Config, prefix string) map[string]string {
-	names := []string{notify.StageCleanup, notify.StageBounce}
-	for _, s := range cfg.Services {
-		names = append(names, notify.IngestQueue(s.Name))
-	}
-	for _, l := range notify.Lanes {
-		for _, st := range []string{notify.StagePrepare, notify.StageSend, notify.StageRecord} {
-			names = append(names, notify.LaneQueue(st, l))
-		}
-	}
-	out := make(map[string]string, 2*len(names))
-	for _, n := range names {
+	out := map[string]string{}
+	for _, n := range cfg.QueueNames() {
 		out[n] = prefix + n
 		out[notify.DLQName(n)] = prefix + notify.DLQName(n)
 	}

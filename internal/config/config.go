@@ -449,14 +449,14 @@ func (c *Config) AdminServices() []string {
 func (c *Config) QueueNames() []string {
 	var out []string
 	for _, s := range c.Services {
-		out = append(out, "ingest-"+s.Name)
+		out = append(out, notify.IngestQueue(s.Name))
 	}
-	for _, l := range []string{"realtime", "bulk"} {
-		for _, st := range []string{"prepare", "send", "record"} {
-			out = append(out, st+"-"+l)
+	for _, l := range notify.Lanes {
+		for _, st := range []string{notify.StagePrepare, notify.StageSend, notify.StageRecord} {
+			out = append(out, notify.LaneQueue(st, l))
 		}
 	}
-	return append(out, "cleanup", "bounce")
+	return append(out, notify.StageCleanup, notify.StageBounce)
 }
 
 // ServiceNames lists the services in file order.
