@@ -5,7 +5,6 @@ package ratelimit
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
@@ -48,18 +47,7 @@ func New(rates map[string]Rate, clock notify.Clock) *Limiter {
 // the burst simply waits longer; a canceled ctx returns its error (the reservation is kept: it was
 // a conservative choice, not a leak — the next caller waits a little longer).
 func (l *Limiter) Wait(ctx context.Context, key string, n int) error {
-	d := l.reserve(key, n)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleep(ctx, l.reserve(key, n))
 }
 
 func (l *Limiter) reserve(key string, n int) time.Duration {
@@ -94,12 +82,4 @@ func (l *Limiter) reserve(key string, n int) time.Duration {
 	return allowAt.Sub(now)
 }
 
-func (l *Limiter) rateFor(key string) (Rate, bool) {
-	best, found, bestLen := Rate{}, false, -1
-	for prefix, r := range l.rates {
-		if strings.HasPrefix(key, prefix) && len(prefix) > bestLen {
-			best, found, bestLen = r, true, len(prefix)
-		}
-	}
-	return best, found
-}
+func (l *Limiter) rateFor(key string) (Rate, bool) { return longestPrefixRate(l.rates, key) }
