@@ -313,33 +313,40 @@ func (s *Store) pauseRetry(ctx context.Context, retries *int) error {
 // markChunk writes the chunk marker with chunks_prepared+1 in one transaction. A marker that
 // exists means a concurrent attempt of the same chunk marked it first: nothing to do.
 func (s *Store) markChunk(ctx context.Context, w *chunkWrite) error {
+	_, err := s.markChunkWith(ctx, w, nil)
+	return err
+}
+
+// markChunkWith is markChunk adding delta to the counters in the same transaction; it reports
+// whether this call wrote the marker.
+func (s *Store) markChunkWith(ctx context.Context, w *chunkWrite, delta map[notify.Channel]notify.ChannelStats) (bool, error) {
 	marker, err := s.putIfAbsent(s.tables.Notifications, struct {
 		PK  string `dynamo:"pk"`
 		SK  string `dynamo:"sk"`
 		TTL int64  `dynamo:"ttl"`
 	}{chunkPK(w.notificationID, w.chunk), skChunk, ttlOf(w.now.Add(deliveryRetention))})
 	if err != nil {
-		return fmt.Errorf("mark chunk: %w", err)
+		return false, fmt.Errorf("mark chunk: %w", err)
 	}
 	for retries := 0; ; {
-		tx := append([]types.TransactWriteItem{marker}, s.counters(w, nil, 1)...)
+		tx := append([]types.TransactWriteItem{marker}, s.counters(w, delta, 1)...)
 		err := s.transact(ctx, tx)
 		if err == nil {
 			w.register = false
-			return nil
+			return true, nil
 		}
 		reasons, canceled := cancelReasons(err)
 		if canceled && reasonCode(reasons, 0) == "ConditionalCheckFailed" {
-			return nil
+			return false, nil
 		}
 		if canceled && reasonCode(reasons, 2) == "ConditionalCheckFailed" {
-			return notify.Errorf(notify.ENOTFOUND, "notification not found")
+			return false, notify.Errorf(notify.ENOTFOUND, "notification not found")
 		}
 		if !worthRetry(err, reasons, canceled) || retries+1 >= txAttempts {
-			return fmt.Errorf("mark chunk: %w", err)
+			return false, fmt.Errorf("mark chunk: %w", err)
 		}
 		if err := s.pauseRetry(ctx, &retries); err != nil {
-			return err
+			return false, err
 		}
 	}
 }

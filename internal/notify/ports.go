@@ -10,6 +10,7 @@ import (
 type Store interface {
 	NotificationStore
 	DeliveryStore
+	BatchStore
 	UserStore
 	SuppressionStore
 	InboxStore
@@ -59,6 +60,44 @@ type DeliveryStore interface {
 	// ListDeliveries pages a notification's deliveries in ID order; cursor "" starts, next ""
 	// means the end.
 	ListDeliveries(ctx context.Context, notificationID, cursor string, limit int) (ds []Delivery, next string, err error)
+}
+
+// BatchStore is the bulk lane's idempotency: one record per prepared chunk and one per send
+// batch (at most a provider batch, e.g. 500 tokens), never one per recipient — what keeps a
+// million-recipient campaign at a few thousand store writes. The realtime lane keeps
+// per-delivery records (DeliveryStore) instead.
+type BatchStore interface {
+	// ChunkPrepared reports whether chunk of the notification is marked prepared (by
+	// AddChunk or CreateDeliveries). ENOTFOUND if the notification is unknown.
+	ChunkPrepared(ctx context.Context, notificationID string, chunk int) (bool, error)
+	// AddChunk marks chunk prepared and adds delta (every resolved delivery to Total, and those
+	// decided at prepare — skipped, inbox — to their outcome) to the notification's Stats, as
+	// one step. A chunk already marked changes nothing and returns added=false. ENOTFOUND.
+	AddChunk(ctx context.Context, notificationID string, chunk int, delta map[Channel]ChannelStats) (added bool, err error)
+	// ClaimBatch leases send batch batchID of the notification until leaseUntil: a batch never
+	// seen, or SENDING under a lease that ended before now, becomes SENDING with Attempts+1 and
+	// is BatchClaimed; one SENDING under a live lease is BatchBusy; a completed one is
+	// BatchDone. Claiming an unknown notification's batch is ENOTFOUND.
+	ClaimBatch(ctx context.Context, notificationID, batchID string, now, leaseUntil time.Time) (BatchClaim, error)
+	// CompleteBatch marks a SENDING batch done and adds delta (its terminal outcomes) to the
+	// notification's Stats atomically. A batch not SENDING (done, or never claimed) changes
+	// nothing and returns false.
+	CompleteBatch(ctx context.Context, notificationID, batchID string, delta map[Channel]ChannelStats, at time.Time) (bool, error)
+}
+
+// BatchState is what ClaimBatch found.
+type BatchState string
+
+const (
+	BatchClaimed BatchState = "CLAIMED" // the caller holds the lease and sends
+	BatchBusy    BatchState = "BUSY"    // another worker's lease is running: come back later
+	BatchDone    BatchState = "DONE"    // already sent and recorded: nothing to do
+)
+
+// BatchClaim is ClaimBatch's answer.
+type BatchClaim struct {
+	State    BatchState
+	Attempts int // after this claim
 }
 
 // UserStore keeps devices, contacts and preferences.

@@ -24,7 +24,7 @@ var _ notify.Store = (*Store)(nil)
 
 // storeSchemaVersion is the schema this code reads and writes. It lives in store_meta rather
 // than PRAGMA user_version because the Queue shares the database file and has its own schema.
-const storeSchemaVersion = 3
+const storeSchemaVersion = 4
 
 // storeMigrations[i] takes the schema from version i to i+1.
 var storeMigrations = []string{
@@ -147,6 +147,17 @@ CREATE TABLE IF NOT EXISTS notification_recipients (
 	// 3: campaigns, their uploaded audience lists, and the per-app, sequence-ordered device index
 	// campaigns page with `seq > ?` (see campaign.go).
 	campaignSchema,
+	// 4: the bulk lane's per-batch idempotency records (see store_batch.go).
+	`
+CREATE TABLE IF NOT EXISTS send_batches (
+	notification_id TEXT NOT NULL,
+	id              TEXT NOT NULL,
+	done            INTEGER NOT NULL DEFAULT 0,
+	attempts        INTEGER NOT NULL,
+	lease_until     INTEGER NOT NULL, -- unix nanos
+	updated_at      INTEGER NOT NULL,
+	PRIMARY KEY (notification_id, id)
+) WITHOUT ROWID;`,
 }
 
 // NewStore returns a Store on db, creating or upgrading its schema. cipher seals contacts at rest

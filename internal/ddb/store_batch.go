@@ -1,0 +1,163 @@
+package ddb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/guregu/dynamo/v2"
+
+	"herald/internal/notify"
+)
+
+// The bulk lane's records live in the notifications table beside the notification:
+// chunk markers (pk N#<id>#C#<chunk>, the same ones CreateDeliveries writes) and one item per
+// send batch (pk N#<id>#B#<batch>, sk B) with done, attempts and lease_until. A batch's
+// completion and its counter ADD are one transaction, so a redelivered batch never counts twice.
+const skBatch = "B"
+
+func batchPK(id, batch string) string { return "N#" + id + "#B#" + batch }
+
+// ChunkPrepared implements notify.BatchStore.
+func (s *Store) ChunkPrepared(ctx context.Context, notificationID string, chunk int) (bool, error) {
+	st, err := s.chunkState(ctx, notificationID, chunk)
+	if err != nil {
+		return false, wrapErr(fmt.Sprintf("chunk %d of %s", chunk, notificationID), err)
+	}
+	if !st.exists {
+		return false, wrapErr(fmt.Sprintf("chunk %d of %s", chunk, notificationID), notify.Errorf(notify.ENOTFOUND, "notification not found"))
+	}
+	return st.marked, nil
+}
+
+// AddChunk implements notify.BatchStore: the marker (attribute_not_exists) and the counter ADD
+// on the chunk's shard are one transaction.
+func (s *Store) AddChunk(ctx context.Context, notificationID string, chunk int, delta map[notify.Channel]notify.ChannelStats) (bool, error) {
+	op := fmt.Sprintf("add chunk %d of %s", chunk, notificationID)
+	st, err := s.chunkState(ctx, notificationID, chunk)
+	if err != nil {
+		return false, wrapErr(op, err)
+	}
+	if !st.exists {
+		return false, wrapErr(op, notify.Errorf(notify.ENOTFOUND, "notification not found"))
+	}
+	if st.marked {
+		return false, nil
+	}
+	w := chunkWrite{notificationID: notificationID, chunk: chunk, shard: chunkShard(chunk), now: s.now()}
+	w.register = !slices.Contains(st.shards, w.shard)
+	added, err := s.markChunkWith(ctx, &w, delta)
+	if err != nil {
+		return false, wrapErr(op, err)
+	}
+	return added, nil
+}
+
+// batchItem is one send batch's idempotency record.
+type batchItem struct {
+	Done       bool  `dynamo:"done"`
+	Attempts   int   `dynamo:"attempts"`
+	LeaseUntil int64 `dynamo:"lease_until"`
+}
+
+// ClaimBatch implements notify.BatchStore with one conditional UpdateItem: it takes a batch
+// that does not exist, or is not done and whose lease ended; ALL_OLD on failure tells busy from
+// done.
+func (s *Store) ClaimBatch(ctx context.Context, notificationID, batchID string, now, leaseUntil time.Time) (notify.BatchClaim, error) {
+	op := fmt.Sprintf("claim batch %s of %s", batchID, notificationID)
+	var main notificationItem
+	err := s.db.Table(s.tables.Notifications).Get(attrPK, notificationPK(notificationID)).Range(attrSK, dynamo.Equal, skNotification).
+		Project(attrPK).Consistent(true).One(ctx, &main)
+	if err != nil {
+		return notify.BatchClaim{}, wrapErr(op, err) // dynamo.ErrNotFound classifies as ENOTFOUND
+	}
+	e := newExpr()
+	in := &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.tables.Notifications),
+		Key:       key2(batchPK(notificationID, batchID), skBatch),
+		UpdateExpression: aws.String(updateExpr([]string{
+			e.n("done") + " = " + e.v(&types.AttributeValueMemberBOOL{Value: false}),
+			e.n("lease_until") + " = " + e.i(nanos(leaseUntil)),
+			e.n("updated_at") + " = " + e.i(nanos(now)),
+			e.n("ttl") + " = " + e.i(ttlOf(now.Add(deliveryRetention))),
+		}, []string{e.n("attempts") + " " + e.i(1)}, nil)),
+		ConditionExpression: aws.String("attribute_not_exists(" + e.n(attrPK) + ") OR (" +
+			e.n("done") + " = " + e.v(&types.AttributeValueMemberBOOL{Value: false}) + " AND " +
+			e.n("lease_until") + " <= " + e.i(nanos(now)) + ")"),
+		ExpressionAttributeNames:            e.nameMap(),
+		ExpressionAttributeValues:           e.valueMap(),
+		ReturnValues:                        types.ReturnValueUpdatedNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	out, err := s.updateItem(ctx, in)
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			var old batchItem
+			if err := dynamo.UnmarshalItem(ccf.Item, &old); err != nil {
+				return notify.BatchClaim{}, wrapErr(op, fmt.Errorf("decode batch: %w", err))
+			}
+			if old.Done {
+				return notify.BatchClaim{State: notify.BatchDone, Attempts: old.Attempts}, nil
+			}
+			return notify.BatchClaim{State: notify.BatchBusy, Attempts: old.Attempts}, nil
+		}
+		return notify.BatchClaim{}, wrapErr(op, err)
+	}
+	attempts := 1
+	if n, ok := out.Attributes["attempts"].(*types.AttributeValueMemberN); ok {
+		if v, err := strconv.Atoi(n.Value); err == nil {
+			attempts = v
+		}
+	}
+	return notify.BatchClaim{State: notify.BatchClaimed, Attempts: attempts}, nil
+}
+
+// CompleteBatch implements notify.BatchStore: done = true (conditioned on done = false) and the
+// counter ADD on a shard picked by the batch id, in one transaction.
+func (s *Store) CompleteBatch(ctx context.Context, notificationID, batchID string, delta map[notify.Channel]notify.ChannelStats, at time.Time) (bool, error) {
+	op := fmt.Sprintf("complete batch %s of %s", batchID, notificationID)
+	var main notificationItem
+	err := s.db.Table(s.tables.Notifications).Get(attrPK, notificationPK(notificationID)).Range(attrSK, dynamo.Equal, skNotification).
+		Project("shards").Consistent(true).One(ctx, &main)
+	if err != nil {
+		return false, wrapErr(op, err)
+	}
+	w := chunkWrite{notificationID: notificationID, shard: shardOf(batchID, statsShards), now: at}
+	w.register = !slices.Contains(main.Shards, w.shard)
+	e := newExpr()
+	done := types.TransactWriteItem{Update: &types.Update{
+		TableName: aws.String(s.tables.Notifications),
+		Key:       key2(batchPK(notificationID, batchID), skBatch),
+		UpdateExpression: aws.String(updateExpr([]string{
+			e.n("done") + " = " + e.v(&types.AttributeValueMemberBOOL{Value: true}),
+			e.n("lease_until") + " = " + e.i(0),
+			e.n("updated_at") + " = " + e.i(nanos(at)),
+		}, nil, nil)),
+		ConditionExpression:       aws.String(e.n("done") + " = " + e.v(&types.AttributeValueMemberBOOL{Value: false})),
+		ExpressionAttributeNames:  e.nameMap(),
+		ExpressionAttributeValues: e.valueMap(),
+	}}
+	for retries := 0; ; {
+		err := s.transact(ctx, append([]types.TransactWriteItem{done}, s.counters(&w, delta, 0)...))
+		if err == nil {
+			return true, nil
+		}
+		reasons, canceled := cancelReasons(err)
+		if canceled && reasonCode(reasons, 0) == "ConditionalCheckFailed" {
+			return false, nil // done already, or never claimed
+		}
+		if !worthRetry(err, reasons, canceled) || retries+1 >= txAttempts {
+			return false, wrapErr(op, err)
+		}
+		if err := s.pauseRetry(ctx, &retries); err != nil {
+			return false, wrapErr(op, err)
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"herald/internal/notify"
+)
+
+// notificationExists is ENOTFOUND unless the notification is stored.
+func notificationExists(ctx context.Context, q storeConn, id string) error {
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM notifications WHERE id = ?`, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return notify.Errorf(notify.ENOTFOUND, "notification not found")
+	}
+	return err
+}
+
+// ChunkPrepared implements notify.BatchStore.
+func (s *Store) ChunkPrepared(ctx context.Context, notificationID string, chunk int) (bool, error) {
+	if err := notificationExists(ctx, s.db.R, notificationID); err != nil {
+		return false, fmt.Errorf("sqlite: chunk %d of %s: %w", chunk, notificationID, err)
+	}
+	var one int
+	err := s.db.R.QueryRowContext(ctx, `SELECT 1 FROM prepared_chunks WHERE notification_id = ? AND chunk = ?`,
+		notificationID, chunk).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlite: chunk %d of %s: %w", chunk, notificationID, err)
+	}
+	return true, nil
+}
+
+// AddChunk implements notify.BatchStore: the marker, the counters and chunks_prepared are one
+// transaction.
+func (s *Store) AddChunk(ctx context.Context, notificationID string, chunk int, delta map[notify.Channel]notify.ChannelStats) (bool, error) {
+	var added bool
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		if err := notificationExists(ctx, tx, notificationID); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO prepared_chunks (notification_id, chunk) VALUES (?, ?)
+			ON CONFLICT DO NOTHING`, notificationID, chunk)
+		if err != nil {
+			return fmt.Errorf("mark chunk: %w", err)
+		}
+		if k, err := res.RowsAffected(); err != nil || k == 0 {
+			return err
+		}
+		added = true
+		if err := s.addStats(ctx, tx, notificationID, delta); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE notifications SET chunks_prepared = chunks_prepared + 1
+			WHERE id = ?`, notificationID); err != nil {
+			return fmt.Errorf("count chunk: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("sqlite: add chunk %d of %s: %w", chunk, notificationID, err)
+	}
+	return added, nil
+}
+
+// ClaimBatch implements notify.BatchStore with one upsert whose WHERE clause only takes a batch
+// that is not done and whose lease has ended; the single writer connection makes it atomic.
+func (s *Store) ClaimBatch(ctx context.Context, notificationID, batchID string, now, leaseUntil time.Time) (notify.BatchClaim, error) {
+	var c notify.BatchClaim
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		if err := notificationExists(ctx, tx, notificationID); err != nil {
+			return err
+		}
+		var (
+			done     bool
+			attempts int
+			leasedTo int64
+		)
+		err := tx.QueryRowContext(ctx, `SELECT done, attempts, lease_until FROM send_batches
+			WHERE notification_id = ? AND id = ?`, notificationID, batchID).Scan(&done, &attempts, &leasedTo)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		case done:
+			c = notify.BatchClaim{State: notify.BatchDone, Attempts: attempts}
+			return nil
+		case leasedTo > now.UnixNano():
+			c = notify.BatchClaim{State: notify.BatchBusy, Attempts: attempts}
+			return nil
+		}
+		c = notify.BatchClaim{State: notify.BatchClaimed, Attempts: attempts + 1}
+		_, err = tx.ExecContext(ctx, `INSERT INTO send_batches (notification_id, id, attempts, lease_until, updated_at)
+			VALUES (?, ?, 1, ?, ?)
+			ON CONFLICT (notification_id, id) DO UPDATE SET attempts = attempts + 1,
+				lease_until = excluded.lease_until, updated_at = excluded.updated_at`,
+			notificationID, batchID, leaseUntil.UnixNano(), now.UnixNano())
+		return err
+	})
+	if err != nil {
+		return notify.BatchClaim{}, fmt.Errorf("sqlite: claim batch %s of %s: %w", batchID, notificationID, err)
+	}
+	return c, nil
+}
+
+// CompleteBatch implements notify.BatchStore.
+func (s *Store) CompleteBatch(ctx context.Context, notificationID, batchID string, delta map[notify.Channel]notify.ChannelStats, at time.Time) (bool, error) {
+	var applied bool
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE send_batches SET done = 1, lease_until = 0, updated_at = ?
+			WHERE notification_id = ? AND id = ? AND done = 0`, at.UnixNano(), notificationID, batchID)
+		if err != nil {
+			return err
+		}
+		if k, err := res.RowsAffected(); err != nil || k == 0 {
+			return err
+		}
+		applied = true
+		return s.addStats(ctx, tx, notificationID, delta)
+	})
+	if err != nil {
+		return false, fmt.Errorf("sqlite: complete batch %s of %s: %w", batchID, notificationID, err)
+	}
+	return applied, nil
+}
