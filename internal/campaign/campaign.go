@@ -216,7 +216,7 @@ func (s *Steps) FetchPage(ctx context.Context, c *notify.Campaign) (Page, error)
 				return Page{}, fmt.Errorf("fetch page %s source %d: %w", c.ID, i, err)
 			}
 			for _, m := range ms {
-				p.Recipients = append(p.Recipients, notify.Recipient{UserID: m.UserID})
+				p.Recipients = append(p.Recipients, memberRecipient(c.Audience.Sources[i], m))
 				cur.LastSeq = m.Seq
 			}
 			if len(ms) < want {
@@ -229,6 +229,20 @@ func (s *Steps) FetchPage(ctx context.Context, c *notify.Campaign) (Page, error)
 	}
 	p.Next.Members += len(p.Recipients)
 	return p, nil
+}
+
+// memberRecipient is the recipient a member stands for: a user of a list, or one device (and its
+// user, whose preferences still apply) of an app-devices source.
+func memberRecipient(seg notify.Segment, m notify.Member) notify.Recipient {
+	r := notify.Recipient{UserID: m.UserID}
+	switch {
+	case m.Token == "":
+	case m.Platform == notify.PlatformAPNs:
+		r.APNsToken, r.App = m.Token, seg.App
+	default:
+		r.FCMToken, r.App = m.Token, seg.App
+	}
+	return r
 }
 
 // SaveCursor commits p: its recipients are appended to the campaign's notification and the

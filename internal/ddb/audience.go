@@ -36,6 +36,7 @@ type audienceDeviceItem struct {
 	SK       string `dynamo:"sk"`
 	Seq      int64  `dynamo:"seq"`
 	UserID   string `dynamo:"user_id"`
+	Token    string `dynamo:"token,omitempty"`
 	Platform string `dynamo:"platform"`
 	Locale   string `dynamo:"locale,omitempty"`
 }
@@ -78,7 +79,7 @@ func (s *Store) allocateSeqs(ctx context.Context, pk string, n int) (int64, erro
 // indexPut is the transactional put of d's audience index entry at seq.
 func (s *Store) indexPut(d notify.Device, seq int64) (types.TransactWriteItem, error) {
 	item, err := dynamo.MarshalItem(audienceDeviceItem{PK: appIndexPK(d.App), SK: seqSK(seq), Seq: seq, UserID: d.UserID,
-		Platform: string(d.Platform), Locale: d.Locale})
+		Token: d.Token, Platform: string(d.Platform), Locale: d.Locale})
 	if err != nil {
 		return types.TransactWriteItem{}, err
 	}
@@ -178,7 +179,11 @@ func (s *Store) filterMembers(ctx context.Context, seg notify.Segment, items []a
 				continue
 			}
 		}
-		out = append(out, notify.Member{Seq: it.Seq, UserID: it.UserID})
+		m := notify.Member{Seq: it.Seq, UserID: it.UserID}
+		if seg.Kind == notify.AudienceAppDevices {
+			m.Token, m.Platform = it.Token, notify.Platform(it.Platform)
+		}
+		out = append(out, m)
 	}
 	return out, nil
 }

@@ -57,18 +57,6 @@ func (it deliveryItem) delivery() notify.Delivery {
 	}
 }
 
-// countOutcome adds one delivery in status st to cs; non-terminal statuses count nowhere.
-func countOutcome(cs *notify.ChannelStats, st notify.DeliveryStatus) {
-	switch st {
-	case notify.DeliverySent:
-		cs.Sent++
-	case notify.DeliveryFailed:
-		cs.Failed++
-	case notify.DeliverySkipped:
-		cs.Skipped++
-	}
-}
-
 // CreateDeliveries implements notify.DeliveryStore. A chunk is more deliveries than one
 // transaction holds, so it is written as several: each inserts up to 98 deliveries
 // (attribute_not_exists) together with an ADD of exactly those deliveries' counts on one
@@ -244,7 +232,7 @@ func (s *Store) insertDeliveries(ctx context.Context, w *chunkWrite, group []not
 			}})
 			cs := delta[notify.Channel(it.Channel)]
 			cs.Total++
-			countOutcome(&cs, notify.DeliveryStatus(it.Status))
+			cs.AddOutcome(notify.DeliveryStatus(it.Status))
 			delta[notify.Channel(it.Channel)] = cs
 		}
 		tx = append(tx, s.counters(w, delta, 0)...)
@@ -504,7 +492,7 @@ func (s *Store) applyVerdicts(ctx context.Context, notificationID string, todo [
 			if u.Status.Terminal() {
 				ch := notify.Channel(current[u.ID].Channel)
 				cs := delta[ch]
-				countOutcome(&cs, u.Status)
+				cs.AddOutcome(u.Status)
 				delta[ch] = cs
 			}
 		}

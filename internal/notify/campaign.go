@@ -233,6 +233,10 @@ type CampaignStore interface {
 type Member struct {
 	Seq    int64  `json:"seq"`
 	UserID string `json:"user_id"`
+	// Token and Platform name the device of an app-devices source: such an audience addresses
+	// devices, so a user with two phones is two members, each reached once. Empty for user lists.
+	Token    string   `json:"token,omitempty"`
+	Platform Platform `json:"platform,omitempty"`
 }
 
 // AudienceSource pages the members of an audience's sources.

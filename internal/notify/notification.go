@@ -212,6 +212,18 @@ type ChannelStats struct {
 	Skipped int `json:"skipped"`
 }
 
+// AddOutcome counts one delivery that reached status st; non-terminal statuses count nowhere.
+func (c *ChannelStats) AddOutcome(st DeliveryStatus) {
+	switch st {
+	case DeliverySent:
+		c.Sent++
+	case DeliveryFailed:
+		c.Failed++
+	case DeliverySkipped:
+		c.Skipped++
+	}
+}
+
 // Done is how many deliveries reached an end state.
 func (c ChannelStats) Done() int { return c.Sent + c.Failed + c.Skipped }
 

@@ -2,7 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strconv"
 	"time"
 
 	"herald/internal/notify"
@@ -14,6 +17,9 @@ type sendMsg struct {
 	Provider       notify.Provider `json:"provider"`
 	App            string          `json:"app,omitempty"`
 	Retry          int             `json:"retry,omitempty"` // how many times this batch was re-enqueued for retry
+	// BatchID is set on the bulk lane, where the batch (not each delivery) is the unit the
+	// store claims and records; see batchID.
+	BatchID string `json:"batch,omitempty"`
 	// HoldUntil keeps a marketing batch for recipients in quiet hours until their night ends.
 	HoldUntil *time.Time `json:"hold_until,omitempty"`
 	Items     []sendItem `json:"items"`
@@ -74,6 +80,19 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 	hi := lo + len(rs)
 	now := p.clock.Now()
 
+	bulk := lane(n) == notify.LaneBulk
+	if bulk {
+		// The chunk marker is written last on this lane: one that exists means every send batch
+		// of the chunk was enqueued already.
+		done, err := p.store.ChunkPrepared(ctx, n.ID, pm.Chunk)
+		if err != nil {
+			return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
+		}
+		if done {
+			return p.recordLater(ctx, n)
+		}
+	}
+
 	ds, inbox, items, err := p.resolve(ctx, n, rs, now)
 	if err != nil {
 		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
@@ -83,24 +102,77 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 			return fmt.Errorf("prepare %s/%d: inbox: %w", n.ID, pm.Chunk, err)
 		}
 	}
-	pending, err := p.store.CreateDeliveries(ctx, n.ID, pm.Chunk, ds)
-	if err != nil {
+	var pending []string
+	if bulk {
+		for _, d := range ds {
+			if d.Status == notify.DeliveryPending {
+				pending = append(pending, d.ID)
+			}
+		}
+	} else if pending, err = p.store.CreateDeliveries(ctx, n.ID, pm.Chunk, ds); err != nil {
 		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
 	}
 	batches := p.batches(n, pending, items, p.quietHolds(n, items, now))
 	bodies := make([]any, len(batches))
 	for i := range batches {
+		if bulk {
+			batches[i].BatchID = batchID(batches[i])
+		}
 		bodies[i] = batches[i]
 	}
 	if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, 0, bodies...); err != nil {
 		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
 	}
-	if err := p.send(ctx, notify.LaneQueue(notify.StageRecord, lane(n)), n.Service, 0, recordMsg{NotificationID: n.ID}); err != nil {
+	if bulk {
+		// Counted once, with the marker, after the batches are safely enqueued. A crash before
+		// this re-runs the chunk; its batches carry the same ids and are claimed once.
+		if _, err := p.store.AddChunk(ctx, n.ID, pm.Chunk, tally(ds)); err != nil {
+			return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
+		}
+	}
+	if err := p.recordLater(ctx, n); err != nil {
 		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
 	}
-	p.log.InfoContext(ctx, "chunk prepared", "notification_id", n.ID, "chunk", pm.Chunk,
+	p.log.InfoContext(ctx, "chunk prepared", "notification_id", n.ID, "chunk", pm.Chunk, "lane", lane(n),
 		"recipients", hi-lo, "deliveries", len(ds), "pending", len(pending), "batches", len(batches))
 	return nil
+}
+
+// tally counts deliveries by channel: every one into Total, and those decided at prepare
+// (skipped, the inbox) into their outcome.
+func tally(ds []notify.Delivery) map[notify.Channel]notify.ChannelStats {
+	out := map[notify.Channel]notify.ChannelStats{}
+	for _, d := range ds {
+		cs := out[d.Channel]
+		cs.Total++
+		cs.AddOutcome(d.Status)
+		out[d.Channel] = cs
+	}
+	return out
+}
+
+// batchID names a bulk send batch by what it holds — its provider app, its quiet-hours hold and
+// its deliveries (whose ids already derive from the notification and the address) — so a
+// re-prepared chunk produces the same ids and the store sends each batch once. Were a re-run to
+// resolve differently (a device registered in between), its batches get new ids: addresses may
+// then be sent twice, with the same collapse id, but none is lost.
+func batchID(sm sendMsg) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", sm.NotificationID, sm.Provider, sm.App)
+	if sm.HoldUntil != nil {
+		fmt.Fprintf(h, "%d", sm.HoldUntil.Unix())
+	}
+	for _, it := range sm.Items {
+		h.Write([]byte{0})
+		h.Write([]byte(it.DeliveryID))
+	}
+	return "b_" + hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// retryBatchID names retry number `retry` of a bulk batch: deterministic, so a re-run of the
+// failing batch enqueues a retry that is claimed once.
+func retryBatchID(parent string, retry int) string {
+	return parent + ".r" + strconv.Itoa(retry)
 }
 
 // resolve turns recipients into deliveries. It returns the deliveries, the inbox items to write,
@@ -141,17 +213,28 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 		case r.UserID != "":
 			pref := prefs[r.UserID]
 			c := contacts[r.UserID]
+			// A recipient that names one of the user's devices (an app-devices audience) is
+			// reached on that device and in the inbox; the user's other devices are members of
+			// their own, and email and SMS belong to user audiences.
+			device := r.FCMToken + r.APNsToken
 			for _, ch := range n.Channels {
+				if device != "" && (ch == notify.ChannelEmail || ch == notify.ChannelSMS) {
+					continue
+				}
 				if ok, reason := pref.Allows(ch, n.Category); !ok {
 					b.skipUser(r.UserID, ch, reason)
 					continue
 				}
 				switch ch {
 				case notify.ChannelPush:
-					if len(devices[r.UserID]) == 0 {
+					devs := devices[r.UserID]
+					if device != "" {
+						devs = onlyToken(devs, device)
+					}
+					if len(devs) == 0 {
 						b.skipUser(r.UserID, ch, notify.ReasonNoAddress)
 					}
-					for _, d := range devices[r.UserID] {
+					for _, d := range devs {
 						b.add(r.UserID, ch, providerOf(d.Platform), d.App, d.Token, d.Locale, d.Environment).
 							quiet(d.TimeZone, pref)
 					}
@@ -355,6 +438,16 @@ func (p *Pipeline) batchSize(prov notify.Provider) int {
 		return s.MaxBatch()
 	}
 	return 100
+}
+
+// onlyToken is the device with token among ds (none when it was removed since).
+func onlyToken(ds []notify.Device, token string) []notify.Device {
+	for _, d := range ds {
+		if d.Token == token {
+			return []notify.Device{d}
+		}
+	}
+	return nil
 }
 
 func providerOf(pl notify.Platform) notify.Provider {

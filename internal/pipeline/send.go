@@ -25,9 +25,10 @@ type suppressItem struct {
 	Reason  string         `json:"reason"`
 }
 
-// Send returns the handler of the send queues: claim the batch's deliveries (so a redelivered
+// Send returns the handler of the send queues: claim what the batch holds (so a redelivered
 // batch never resends what was sent), wait for the provider's rate limit, send, classify each
-// result, and enqueue retries, cleanup and record.
+// result, and enqueue retries, cleanup and record. The realtime lane claims and records every
+// delivery; the bulk lane claims and records the batch as one (notify.BatchStore).
 func (p *Pipeline) Send() Handler {
 	return func(ctx context.Context, msgs []notify.Message) []ItemFailure {
 		return each(ctx, msgs, p.sendOne)
@@ -61,25 +62,35 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 	if !ok {
 		return notify.Errorf(notify.EINTERNAL, "send %s: no sender configured for provider %q", n.ID, sm.Provider)
 	}
+	// Wait for the provider's quota before claiming, so a lease covers only the send itself.
+	if p.limiter != nil && n.Status != notify.StatusCanceled {
+		if err := p.limiter.Wait(ctx, string(sm.Provider)+":"+sm.App, len(sm.Items)); err != nil {
+			return notify.Wrap(notify.EUNAVAILABLE, err, "send %s: rate limit wait", n.ID)
+		}
+	}
+	if sm.BatchID != "" {
+		return p.sendBatch(ctx, n, sm, sender)
+	}
+	return p.sendDeliveries(ctx, n, sm, sender)
+}
+
+// recordLater nudges record to look at n.
+func (p *Pipeline) recordLater(ctx context.Context, n *notify.Notification) error {
+	return p.send(ctx, notify.LaneQueue(notify.StageRecord, lane(n)), n.Service, 0, recordMsg{NotificationID: n.ID})
+}
+
+// sendDeliveries is the realtime lane: every delivery is claimed and completed in the store.
+func (p *Pipeline) sendDeliveries(ctx context.Context, n *notify.Notification, sm sendMsg, sender notify.Sender) error {
 	ids := make([]string, len(sm.Items))
 	byID := make(map[string]sendItem, len(sm.Items))
 	for i, it := range sm.Items {
 		ids[i] = it.DeliveryID
 		byID[it.DeliveryID] = it
 	}
-	// Wait for the provider's quota before claiming, so a lease covers only the send itself.
-	if p.limiter != nil && n.Status != notify.StatusCanceled {
-		if err := p.limiter.Wait(ctx, string(sm.Provider)+":"+sm.App, len(ids)); err != nil {
-			return notify.Wrap(notify.EUNAVAILABLE, err, "send %s: rate limit wait", n.ID)
-		}
-	}
 	start := p.clock.Now()
 	claimed, busy, err := p.store.ClaimDeliveries(ctx, ids, start, start.Add(p.cfg.SendLease))
 	if err != nil {
 		return fmt.Errorf("send %s: claim: %w", n.ID, err)
-	}
-	record := func() error {
-		return p.send(ctx, notify.LaneQueue(notify.StageRecord, lane(n)), n.Service, 0, recordMsg{NotificationID: n.ID})
 	}
 	if len(busy) > 0 {
 		// Leased by another worker, or by an attempt of this very message that died: nobody else
@@ -98,28 +109,108 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 			"provider", sm.Provider, "busy", len(busy), "retry_in", delay)
 	}
 	if len(claimed) == 0 { // all sent or leased elsewhere: nothing to do but make sure record looks
-		return record()
+		return p.recordLater(ctx, n)
 	}
-	if n.Status == notify.StatusCanceled {
-		ups := make([]notify.DeliveryUpdate, len(claimed))
-		for i, d := range claimed {
-			ups[i] = notify.DeliveryUpdate{ID: d.ID, Status: notify.DeliverySkipped, Reason: notify.ReasonCanceled, At: start}
-		}
-		if _, err := p.store.CompleteDeliveries(ctx, n.ID, ups); err != nil {
-			return fmt.Errorf("send %s: %w", n.ID, err)
-		}
-		return record()
-	}
-
-	out := make([]notify.OutboundMessage, len(claimed))
+	items := make([]sendItem, len(claimed))
 	attempts := make(map[string]int, len(claimed))
 	for i, d := range claimed {
-		it := byID[d.ID]
+		items[i] = byID[d.ID]
 		attempts[d.ID] = d.Attempts
+	}
+	var o outcome
+	if n.Status == notify.StatusCanceled {
+		o = canceled(items, start)
+	} else {
+		o = p.deliver(ctx, n, sm, sender, items, func(id string) int { return attempts[id] }, start)
+	}
+	if _, err := p.store.CompleteDeliveries(ctx, n.ID, o.updates); err != nil {
+		return fmt.Errorf("send %s: complete: %w", n.ID, err)
+	}
+	if err := p.followUp(ctx, n, sm, o, sm.Retry+1); err != nil {
+		return err
+	}
+	p.logBatch(ctx, n, sm, o, len(claimed), start)
+	return p.recordLater(ctx, n)
+}
+
+// sendBatch is the bulk lane: the batch is claimed and completed as one store record, and its
+// outcome counted into the notification's Stats with the completion. A batch whose holder died
+// is sent again whole once its lease ends; the collapse id makes such a resend replace the first
+// copy on the device.
+func (p *Pipeline) sendBatch(ctx context.Context, n *notify.Notification, sm sendMsg, sender notify.Sender) error {
+	start := p.clock.Now()
+	c, err := p.store.ClaimBatch(ctx, n.ID, sm.BatchID, start, start.Add(p.cfg.SendLease))
+	if err != nil {
+		return fmt.Errorf("send %s batch %s: claim: %w", n.ID, sm.BatchID, err)
+	}
+	switch c.State {
+	case notify.BatchDone:
+		return p.recordLater(ctx, n)
+	case notify.BatchBusy:
+		// Another worker holds it, or an attempt of this message that died: look again once
+		// that lease can have ended.
+		if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, min(p.cfg.SendLease, 15*time.Minute), sm); err != nil {
+			return fmt.Errorf("send %s batch %s: re-enqueue busy: %w", n.ID, sm.BatchID, err)
+		}
+		return nil
+	}
+	ch := channelOf(sm.Provider)
+	var o outcome
+	if n.Status == notify.StatusCanceled {
+		o = canceled(sm.Items, start)
+	} else {
+		attempt := sm.Retry + 1
+		o = p.deliver(ctx, n, sm, sender, sm.Items, func(string) int { return attempt }, start)
+	}
+	// Retries and cleanup are enqueued before the batch is marked done: a crash in between
+	// re-runs the batch, whose retry message has the same batch id and is claimed once.
+	if err := p.followUp(ctx, n, sm, o, sm.Retry+1); err != nil {
+		return err
+	}
+	var cs notify.ChannelStats
+	for _, u := range o.updates {
+		cs.AddOutcome(u.Status)
+	}
+	if _, err := p.store.CompleteBatch(ctx, n.ID, sm.BatchID, map[notify.Channel]notify.ChannelStats{ch: cs}, p.clock.Now()); err != nil {
+		return fmt.Errorf("send %s batch %s: complete: %w", n.ID, sm.BatchID, err)
+	}
+	p.logBatch(ctx, n, sm, o, len(sm.Items), start)
+	return p.recordLater(ctx, n)
+}
+
+// canceled is the outcome of items of a canceled notification: skipped, never sent.
+func canceled(items []sendItem, at time.Time) outcome {
+	o := outcome{updates: make([]notify.DeliveryUpdate, len(items))}
+	for i, it := range items {
+		o.updates[i] = notify.DeliveryUpdate{ID: it.DeliveryID, Status: notify.DeliverySkipped, Reason: notify.ReasonCanceled, At: at}
+	}
+	return o
+}
+
+// outcome is what one provider call decided for the items sent.
+type outcome struct {
+	updates []notify.DeliveryUpdate
+	retry   []sendItem
+	delay   time.Duration
+	cleanup cleanupMsg
+	sent    int
+	failed  int
+	reasons map[string]int
+}
+
+// deliver sends items through sender and classifies each result by the one retry table:
+// accepted, retry (while attempt(id) is under MaxAttempts), or a terminal failure with its
+// reason, dead tokens and addresses going to cleanup.
+func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendMsg, sender notify.Sender,
+	items []sendItem, attempt func(id string) int, start time.Time) outcome {
+	byID := make(map[string]sendItem, len(items))
+	out := make([]notify.OutboundMessage, len(items))
+	for i, it := range items {
+		byID[it.DeliveryID] = it
 		out[i] = notify.OutboundMessage{
-			DeliveryID: d.ID, NotificationID: n.ID, Channel: d.Channel, Address: it.Address,
+			DeliveryID: it.DeliveryID, NotificationID: n.ID, Channel: channelOf(sm.Provider), Address: it.Address,
 			App: sm.App, Environment: it.Environment, Category: n.Category,
-			Content: p.contentFor(n, d.Channel, it.Locale), CollapseID: n.EffectiveCollapseID(),
+			Content: p.contentFor(n, channelOf(sm.Provider), it.Locale), CollapseID: n.EffectiveCollapseID(),
 			Priority: n.Priority, TTL: n.TTL,
 		}
 	}
@@ -135,26 +226,18 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 	}
 
 	now := p.clock.Now()
-	var (
-		ups     = make([]notify.DeliveryUpdate, 0, len(results))
-		retry   []sendItem
-		delay   time.Duration
-		cleanup cleanupMsg
-		sent    int
-		failed  int
-		reasons = map[string]int{}
-	)
+	o := outcome{updates: make([]notify.DeliveryUpdate, 0, len(results)), reasons: map[string]int{}}
 	for _, r := range results {
 		u := notify.DeliveryUpdate{ID: r.DeliveryID, ProviderMessageID: r.ProviderMessageID, At: now}
 		code := notify.ErrorCode(r.Err)
 		switch {
 		case r.Err == nil:
 			u.Status = notify.DeliverySent
-			sent++
-		case notify.IsRetryable(r.Err) && attempts[r.DeliveryID] < p.cfg.MaxAttempts:
+			o.sent++
+		case notify.IsRetryable(r.Err) && attempt(r.DeliveryID) < p.cfg.MaxAttempts:
 			u.Status, u.Reason, u.Detail = notify.DeliveryPending, code, notify.ErrorMessage(r.Err)
-			retry = append(retry, byID[r.DeliveryID])
-			delay = max(delay, notify.Backoff(attempts[r.DeliveryID], p.cfg.RetryBase, p.cfg.RetryMax, notify.RetryAfter(r.Err)))
+			o.retry = append(o.retry, byID[r.DeliveryID])
+			o.delay = max(o.delay, notify.Backoff(attempt(r.DeliveryID), p.cfg.RetryBase, p.cfg.RetryMax, notify.RetryAfter(r.Err)))
 		case notify.IsRetryable(r.Err):
 			u.Status, u.Reason, u.Detail = notify.DeliveryFailed, notify.ReasonRetriesExhausted, code+": "+notify.ErrorMessage(r.Err)
 		case code == notify.EDEADADDRESS:
@@ -162,46 +245,55 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 			it := byID[r.DeliveryID]
 			if sm.Provider == notify.ProviderFCM || sm.Provider == notify.ProviderAPNs {
 				u.Reason = notify.ReasonUnregistered
-				cleanup.DeadTokens = append(cleanup.DeadTokens, deadToken{Token: it.Address, SeenBefore: start})
+				o.cleanup.DeadTokens = append(o.cleanup.DeadTokens, deadToken{Token: it.Address, SeenBefore: start})
 			} else {
 				u.Reason = notify.ReasonBounced
-				cleanup.Suppress = append(cleanup.Suppress, suppressItem{Channel: channelOf(sm.Provider), Address: it.Address, Reason: notify.ReasonBounced})
+				o.cleanup.Suppress = append(o.cleanup.Suppress, suppressItem{Channel: channelOf(sm.Provider), Address: it.Address, Reason: notify.ReasonBounced})
 			}
 		case code == notify.ESUPPRESSED:
 			u.Status, u.Reason, u.Detail = notify.DeliveryFailed, notify.ReasonSuppressed, notify.ErrorMessage(r.Err)
-			cleanup.Suppress = append(cleanup.Suppress, suppressItem{Channel: channelOf(sm.Provider), Address: byID[r.DeliveryID].Address, Reason: "provider_opt_out"})
+			o.cleanup.Suppress = append(o.cleanup.Suppress, suppressItem{Channel: channelOf(sm.Provider), Address: byID[r.DeliveryID].Address, Reason: "provider_opt_out"})
 		default:
 			u.Status, u.Reason, u.Detail = notify.DeliveryFailed, notify.ReasonRejected, notify.ErrorMessage(r.Err)
 		}
 		if u.Status == notify.DeliveryFailed {
-			failed++
-			reasons[u.Reason]++
+			o.failed++
+			o.reasons[u.Reason]++
 		}
-		ups = append(ups, u)
+		o.updates = append(o.updates, u)
 	}
-	if _, err := p.store.CompleteDeliveries(ctx, n.ID, ups); err != nil {
-		return fmt.Errorf("send %s: complete: %w", n.ID, err)
-	}
-	if len(retry) > 0 {
-		next := sendMsg{NotificationID: n.ID, Provider: sm.Provider, App: sm.App, Retry: sm.Retry + 1, Items: retry}
-		if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, delay, next); err != nil {
+	return o
+}
+
+// followUp enqueues an outcome's retry batch (as retry number `retry` of sm) and its cleanup.
+func (p *Pipeline) followUp(ctx context.Context, n *notify.Notification, sm sendMsg, o outcome, retry int) error {
+	if len(o.retry) > 0 {
+		next := sendMsg{NotificationID: n.ID, Provider: sm.Provider, App: sm.App, Retry: retry, Items: o.retry}
+		if sm.BatchID != "" {
+			next.BatchID = retryBatchID(sm.BatchID, retry)
+		}
+		if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, o.delay, next); err != nil {
 			return fmt.Errorf("send %s: enqueue retry: %w", n.ID, err)
 		}
 	}
-	if len(cleanup.DeadTokens)+len(cleanup.Suppress) > 0 {
-		if err := p.send(ctx, notify.StageCleanup, n.Service, 0, cleanup); err != nil {
+	if len(o.cleanup.DeadTokens)+len(o.cleanup.Suppress) > 0 {
+		if err := p.send(ctx, notify.StageCleanup, n.Service, 0, o.cleanup); err != nil {
 			return fmt.Errorf("send %s: enqueue cleanup: %w", n.ID, err)
 		}
 	}
+	return nil
+}
+
+// logBatch emits the batch's metrics and its one summary line: never one per recipient and
+// never an address.
+func (p *Pipeline) logBatch(ctx context.Context, n *notify.Notification, sm sendMsg, o outcome, claimed int, start time.Time) {
 	dims := map[string]string{"Provider": string(sm.Provider)}
-	p.metric(ctx, "Sent", sent, dims)
-	p.metric(ctx, "Failed", failed, dims)
-	p.metric(ctx, "Retried", len(retry), dims)
-	// One summary line per batch, never one per recipient and never an address.
+	p.metric(ctx, "Sent", o.sent, dims)
+	p.metric(ctx, "Failed", o.failed, dims)
+	p.metric(ctx, "Retried", len(o.retry), dims)
 	p.log.InfoContext(ctx, "batch sent", "notification_id", n.ID, "provider", sm.Provider, "app", sm.App,
-		"claimed", len(claimed), "sent", sent, "failed", failed, "retrying", len(retry), "retry_in", delay,
-		"failure_reasons", reasons, "duration_ms", now.Sub(start).Milliseconds())
-	return record()
+		"batch", sm.BatchID, "claimed", claimed, "sent", o.sent, "failed", o.failed, "retrying", len(o.retry),
+		"retry_in", o.delay, "failure_reasons", o.reasons, "duration_ms", p.clock.Now().Sub(start).Milliseconds())
 }
 
 func (p *Pipeline) contentFor(n *notify.Notification, ch notify.Channel, locale string) notify.Content {

@@ -438,7 +438,7 @@ func (s *Store) Page(ctx context.Context, a notify.Audience, source int, afterSe
 	switch seg.Kind {
 	case notify.AudienceAppDevices:
 		var b strings.Builder
-		b.WriteString(`SELECT a.seq, a.user_id FROM audience_devices a`)
+		b.WriteString(`SELECT a.seq, a.user_id, a.token, a.platform FROM audience_devices a`)
 		if seg.MarketingConsent {
 			b.WriteString(` JOIN preferences p ON p.user_id = a.user_id AND p.marketing_consent_at IS NOT NULL`)
 		}
@@ -455,7 +455,7 @@ func (s *Store) Page(ctx context.Context, a notify.Audience, source int, afterSe
 		b.WriteString(` ORDER BY a.seq LIMIT ?`)
 		q = b.String()
 	case notify.AudienceUserList:
-		q = `SELECT seq, user_id FROM audience_lists WHERE list_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+		q = `SELECT seq, user_id, '', '' FROM audience_lists WHERE list_id = ? AND seq > ? ORDER BY seq LIMIT ?`
 		args = append(args, seg.ListID, afterSeq)
 	default:
 		return nil, notify.Errorf(notify.EINVALID, "unknown audience source kind %q", seg.Kind)
@@ -469,7 +469,7 @@ func (s *Store) Page(ctx context.Context, a notify.Audience, source int, afterSe
 	out := make([]notify.Member, 0, limit)
 	for rows.Next() {
 		var m notify.Member
-		if err := rows.Scan(&m.Seq, &m.UserID); err != nil {
+		if err := rows.Scan(&m.Seq, &m.UserID, &m.Token, &m.Platform); err != nil {
 			return nil, fmt.Errorf("sqlite: audience page: %w", err)
 		}
 		out = append(out, m)

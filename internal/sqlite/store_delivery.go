@@ -133,7 +133,7 @@ func insertDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds
 		}
 		cs := delta[notify.Channel(ch)]
 		cs.Total++
-		countOutcome(&cs, notify.DeliveryStatus(st))
+		cs.AddOutcome(notify.DeliveryStatus(st))
 		delta[notify.Channel(ch)] = cs
 		isPending[id] = st == string(notify.DeliveryPending)
 		n++
@@ -285,7 +285,7 @@ func countCompleted(rows *sql.Rows, delta map[notify.Channel]notify.ChannelStats
 		n++
 		if notify.DeliveryStatus(st).Terminal() {
 			cs := delta[notify.Channel(ch)]
-			countOutcome(&cs, notify.DeliveryStatus(st))
+			cs.AddOutcome(notify.DeliveryStatus(st))
 			delta[notify.Channel(ch)] = cs
 		}
 	}

@@ -264,15 +264,3 @@ func (s *Store) addStats(ctx context.Context, tx *sql.Tx, notificationID string,
 	}
 	return nil
 }
-
-// countOutcome adds one delivery in status st to cs; non-terminal statuses count nowhere.
-func countOutcome(cs *notify.ChannelStats, st notify.DeliveryStatus) {
-	switch st {
-	case notify.DeliverySent:
-		cs.Sent++
-	case notify.DeliveryFailed:
-		cs.Failed++
-	case notify.DeliverySkipped:
-		cs.Skipped++
-	}
-}

@@ -412,6 +412,12 @@ var cases = []campaignCase{
 		}
 		all := pageAll(t, s, shop(notify.Segment{}), 0, 2)
 		sameList(t, "shop devices", userIDs(all), []string{"u1", "u2", "u4", "u1"})
+		for i, want := range []notify.Member{{Token: "t1", Platform: notify.PlatformFCM}, {Token: "t2", Platform: notify.PlatformAPNs},
+			{Token: "t4", Platform: notify.PlatformFCM}, {Token: "t5", Platform: notify.PlatformAPNs}} {
+			if all[i].Token != want.Token || all[i].Platform != want.Platform {
+				t.Fatalf("member %d is device %s/%s, want %s/%s", i, all[i].Token, all[i].Platform, want.Token, want.Platform)
+			}
+		}
 		sameList(t, "shop fcm", userIDs(pageAll(t, s, shop(notify.Segment{Platform: notify.PlatformFCM}), 0, 10)),
 			[]string{"u1", "u4"})
 		sameList(t, "shop ko", userIDs(pageAll(t, s, shop(notify.Segment{Locale: "ko"}), 0, 10)),
