@@ -230,10 +230,7 @@ func (s *Store) insertDeliveries(ctx context.Context, w *chunkWrite, group []not
 				ExpressionAttributeNames:            map[string]string{"#id": attrDeliveryID},
 				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 			}})
-			cs := delta[notify.Channel(it.Channel)]
-			cs.Total++
-			cs.AddOutcome(notify.DeliveryStatus(it.Status))
-			delta[notify.Channel(it.Channel)] = cs
+			notify.CountDelivery(delta, notify.Channel(it.Channel), notify.DeliveryStatus(it.Status), it.Reason, true)
 		}
 		tx = append(tx, s.counters(w, delta, 0)...)
 
@@ -489,12 +486,7 @@ func (s *Store) applyVerdicts(ctx context.Context, notificationID string, todo [
 		delta := map[notify.Channel]notify.ChannelStats{}
 		for _, u := range todo {
 			tx = append(tx, types.TransactWriteItem{Update: s.verdictUpdate(notificationID, u, now)})
-			if u.Status.Terminal() {
-				ch := notify.Channel(current[u.ID].Channel)
-				cs := delta[ch]
-				cs.AddOutcome(u.Status)
-				delta[ch] = cs
-			}
+			notify.CountDelivery(delta, notify.Channel(current[u.ID].Channel), u.Status, u.Reason, false)
 		}
 		// Any shard the group's deliveries count on is registered; a retry after a conflict
 		// (likely on the shard) moves to the next delivery's.

@@ -513,6 +513,7 @@ func sumShards(shards []dynamo.Item) notify.Stats {
 			}
 		}
 	}
+	st.SplitReasons()
 	return st
 }
 

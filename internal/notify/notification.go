@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"strings"
 	"time"
 )
 
@@ -202,6 +203,59 @@ type Stats struct {
 	ChunksTotal    int                      `json:"chunks_total"`
 	ChunksPrepared int                      `json:"chunks_prepared"`
 	Channels       map[Channel]ChannelStats `json:"channels,omitempty"`
+	// SkippedByReason and FailedByReason count the deliveries that ended skipped or failed, by
+	// their reason (opted_out, quiet_hours, unregistered, …).
+	SkippedByReason map[string]int `json:"skipped_by_reason,omitempty"`
+	FailedByReason  map[string]int `json:"failed_by_reason,omitempty"`
+}
+
+// reasonMark starts the counter keys that count outcomes by reason. Stores keep them beside the
+// per-channel counters, changed in the same atomic update, and SplitReasons moves them out of
+// Channels when stats are read.
+const reasonMark = "~"
+
+// CountDelivery adds one delivery of channel ch in status st to delta: to Total when created is
+// set, to its outcome when st is terminal, and, skipped or failed with a reason, to that reason.
+func CountDelivery(delta map[Channel]ChannelStats, ch Channel, st DeliveryStatus, reason string, created bool) {
+	cs := delta[ch]
+	if created {
+		cs.Total++
+	}
+	cs.AddOutcome(st)
+	delta[ch] = cs
+	if reason != "" && (st == DeliverySkipped || st == DeliveryFailed) {
+		k := Channel(reasonMark + reason)
+		rs := delta[k]
+		rs.AddOutcome(st)
+		delta[k] = rs
+	}
+}
+
+// SplitReasons moves the by-reason counters a store read into SkippedByReason and
+// FailedByReason, leaving only real channels in Channels.
+func (s *Stats) SplitReasons() {
+	for k, cs := range s.Channels {
+		reason, ok := strings.CutPrefix(string(k), reasonMark)
+		if !ok {
+			continue
+		}
+		delete(s.Channels, k)
+		if cs.Skipped != 0 {
+			if s.SkippedByReason == nil {
+				s.SkippedByReason = map[string]int{}
+			}
+			s.SkippedByReason[reason] += cs.Skipped
+		}
+		if cs.Failed != 0 {
+			if s.FailedByReason == nil {
+				s.FailedByReason = map[string]int{}
+			}
+			s.FailedByReason[reason] += cs.Failed
+		}
+	}
+	if len(s.Channels) == 0 {
+		s.Channels = nil
+	}
 }
 
 // ChannelStats counts deliveries of one channel by outcome.

@@ -143,10 +143,7 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 func tally(ds []notify.Delivery) map[notify.Channel]notify.ChannelStats {
 	out := map[notify.Channel]notify.ChannelStats{}
 	for _, d := range ds {
-		cs := out[d.Channel]
-		cs.Total++
-		cs.AddOutcome(d.Status)
-		out[d.Channel] = cs
+		notify.CountDelivery(out, d.Channel, d.Status, d.Reason, true)
 	}
 	return out
 }

@@ -167,11 +167,11 @@ func (p *Pipeline) sendBatch(ctx context.Context, n *notify.Notification, sm sen
 	if err := p.followUp(ctx, n, sm, o, sm.Retry+1); err != nil {
 		return err
 	}
-	var cs notify.ChannelStats
+	delta := map[notify.Channel]notify.ChannelStats{}
 	for _, u := range o.updates {
-		cs.AddOutcome(u.Status)
+		notify.CountDelivery(delta, ch, u.Status, u.Reason, false)
 	}
-	if _, err := p.store.CompleteBatch(ctx, n.ID, sm.BatchID, map[notify.Channel]notify.ChannelStats{ch: cs}, p.clock.Now()); err != nil {
+	if _, err := p.store.CompleteBatch(ctx, n.ID, sm.BatchID, delta, p.clock.Now()); err != nil {
 		return fmt.Errorf("send %s batch %s: complete: %w", n.ID, sm.BatchID, err)
 	}
 	p.logBatch(ctx, n, sm, o, len(sm.Items), start)

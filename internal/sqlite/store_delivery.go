@@ -120,21 +120,18 @@ func insertDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds
 			nanosOf(d.LeaseUntil), nanosOf(updated))
 	}
 	rows, err := tx.QueryContext(ctx, `INSERT INTO deliveries (`+deliveryColumns+`) VALUES `+
-		sqlTuples(len(ds), width)+` ON CONFLICT (id) DO NOTHING RETURNING id, channel, status`, args...)
+		sqlTuples(len(ds), width)+` ON CONFLICT (id) DO NOTHING RETURNING id, channel, status, reason`, args...)
 	if err != nil {
 		return 0, fmt.Errorf("insert deliveries: %w", err)
 	}
 	defer rows.Close()
 	n := 0
 	for rows.Next() {
-		var id, ch, st string
-		if err := rows.Scan(&id, &ch, &st); err != nil {
+		var id, ch, st, reason string
+		if err := rows.Scan(&id, &ch, &st, &reason); err != nil {
 			return 0, fmt.Errorf("insert deliveries: %w", err)
 		}
-		cs := delta[notify.Channel(ch)]
-		cs.Total++
-		cs.AddOutcome(notify.DeliveryStatus(st))
-		delta[notify.Channel(ch)] = cs
+		notify.CountDelivery(delta, notify.Channel(ch), notify.DeliveryStatus(st), reason, true)
 		isPending[id] = st == string(notify.DeliveryPending)
 		n++
 	}
@@ -255,7 +252,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, notificationID string, u
 					provider_message_id = u.provider_message_id, lease_until = 0, updated_at = u.at
 				FROM u
 				WHERE deliveries.id = u.id AND +deliveries.notification_id = ? AND deliveries.status = 'SENDING'
-				RETURNING deliveries.channel, deliveries.status`, args...)
+				RETURNING deliveries.channel, deliveries.status, deliveries.reason`, args...)
 			if err != nil {
 				return err
 			}
@@ -278,16 +275,12 @@ func countCompleted(rows *sql.Rows, delta map[notify.Channel]notify.ChannelStats
 	defer rows.Close()
 	n := 0
 	for rows.Next() {
-		var ch, st string
-		if err := rows.Scan(&ch, &st); err != nil {
+		var ch, st, reason string
+		if err := rows.Scan(&ch, &st, &reason); err != nil {
 			return 0, err
 		}
 		n++
-		if notify.DeliveryStatus(st).Terminal() {
-			cs := delta[notify.Channel(ch)]
-			cs.AddOutcome(notify.DeliveryStatus(st))
-			delta[notify.Channel(ch)] = cs
-		}
+		notify.CountDelivery(delta, notify.Channel(ch), notify.DeliveryStatus(st), reason, false)
 	}
 	return n, rows.Err()
 }

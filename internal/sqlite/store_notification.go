@@ -193,6 +193,7 @@ func (s *Store) readNotification(ctx context.Context, q storeConn, where string,
 		}
 		n.Stats.Channels[ch] = cs
 	}
+	n.Stats.SplitReasons()
 	return &n, nil
 }
 

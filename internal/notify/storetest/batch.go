@@ -18,6 +18,7 @@ var batchCases = []storeCase{
 	{"ClaimBatchConcurrentOneWinner", testClaimBatchConcurrent},
 	{"BatchesScopedToNotification", testBatchesScoped},
 	{"BatchStatsComplete", testBatchStatsComplete},
+	{"StatsByReason", testStatsByReason},
 }
 
 func push(total, sent, failed, skipped int) map[notify.Channel]notify.ChannelStats {
@@ -195,5 +196,48 @@ func testBatchStatsComplete(t *testing.T, s notify.Store) {
 	st := getStats(t, s, n.ID)
 	if !st.Complete() || st.FinalStatus() != notify.StatusPartiallySent {
 		t.Fatalf("Complete %v FinalStatus %s for %+v, want true PARTIALLY_SENT", st.Complete(), st.FinalStatus(), st)
+	}
+}
+
+func testStatsByReason(t *testing.T, s notify.Store) {
+	n := mustCreateNotification(t, s, newNotification("marketing", ""))
+	skipped := makeDeliveries(n.ID, notify.ChannelEmail, notify.DeliverySkipped, "r", 2)
+	for i := range skipped {
+		skipped[i].Reason = notify.ReasonOptedOut
+	}
+	push := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "r", 3)
+	createChunk(t, s, n.ID, 0, concat(skipped, push))
+	claim(t, s, deliveryIDs(push), t0)
+	complete(t, s, n.ID, []notify.DeliveryUpdate{
+		{ID: push[0].ID, Status: notify.DeliverySent, At: t0},
+		{ID: push[1].ID, Status: notify.DeliveryFailed, Reason: notify.ReasonUnregistered, At: t0},
+		{ID: push[2].ID, Status: notify.DeliveryFailed, Reason: notify.ReasonUnregistered, At: t0},
+	})
+	// The bulk lane counts the same way through its chunk and batch deltas.
+	chunk := map[notify.Channel]notify.ChannelStats{}
+	notify.CountDelivery(chunk, notify.ChannelPush, notify.DeliveryPending, "", true)
+	notify.CountDelivery(chunk, notify.ChannelPush, notify.DeliverySkipped, notify.ReasonQuietHours, true)
+	_, err := s.AddChunk(t.Context(), n.ID, 1, chunk)
+	noErr(t, err)
+	claimBatch(t, s, n.ID, "b1", t0)
+	batch := map[notify.Channel]notify.ChannelStats{}
+	notify.CountDelivery(batch, notify.ChannelPush, notify.DeliveryFailed, notify.ReasonRejected, false)
+	_, err = s.CompleteBatch(t.Context(), n.ID, "b1", batch, t0)
+	noErr(t, err)
+
+	st := getStats(t, s, n.ID)
+	wantChannel(t, st, notify.ChannelPush, notify.ChannelStats{Total: 5, Sent: 1, Failed: 3, Skipped: 1})
+	wantChannel(t, st, notify.ChannelEmail, notify.ChannelStats{Total: 2, Skipped: 2})
+	if len(st.Channels) != 2 {
+		t.Fatalf("Channels = %v: reason counters must not show as channels", st.Channels)
+	}
+	if got := st.SkippedByReason; len(got) != 2 || got[notify.ReasonOptedOut] != 2 || got[notify.ReasonQuietHours] != 1 {
+		t.Fatalf("SkippedByReason = %v, want opted_out 2, quiet_hours 1", got)
+	}
+	if got := st.FailedByReason; len(got) != 2 || got[notify.ReasonUnregistered] != 2 || got[notify.ReasonRejected] != 1 {
+		t.Fatalf("FailedByReason = %v, want unregistered 2, rejected 1", got)
+	}
+	if got := st.Sum(); got != (notify.ChannelStats{Total: 7, Sent: 1, Failed: 3, Skipped: 3}) {
+		t.Fatalf("Sum() = %+v", got)
 	}
 }
