@@ -74,14 +74,17 @@ func runCampaignCreate(args []string) error {
 type campaignStatus struct {
 	State  string `json:"state"`
 	Totals struct {
-		Members   int  `json:"members"`
-		Total     int  `json:"total"`
-		Sent      int  `json:"sent"`
-		Failed    int  `json:"failed"`
-		Skipped   int  `json:"skipped"`
-		Pending   int  `json:"pending"`
-		Remaining *int `json:"remaining"`
+		Members         int            `json:"members"`
+		Total           int            `json:"total"`
+		Sent            int            `json:"sent"`
+		Failed          int            `json:"failed"`
+		Skipped         int            `json:"skipped"`
+		Pending         int            `json:"pending"`
+		Remaining       int            `json:"remaining"`
+		RemainingExact  bool           `json:"remaining_exact"`
+		SkippedByReason map[string]int `json:"skipped_by_reason"`
 	} `json:"totals"`
+	ETA *time.Time `json:"eta"`
 }
 
 func runCampaignWatch(args []string) error {
@@ -124,20 +127,25 @@ func runCampaignWatch(args []string) error {
 	}
 }
 
-// progressLine renders one line: state, a bar of width cells, sent/total and the rate. The bar
-// measures ended deliveries against those created so far: the audience is paged, so its full
-// size is only known at the end.
+// progressLine renders one line: state, a bar of width cells, sent of the expected total, the
+// current rate and the ETA. The bar measures ended deliveries against those plus the remaining
+// ones, which are an estimate ("~") until the whole audience has been read.
 func progressLine(st campaignStatus, rate float64, width int) string {
 	t := st.Totals
 	done := t.Sent + t.Failed + t.Skipped
+	expected := done + t.Remaining
 	filled := 0
-	if t.Total > 0 {
-		filled = min(width, done*width/t.Total)
+	if expected > 0 {
+		filled = min(width, done*width/expected)
 	}
-	total := fmt.Sprint(t.Total)
-	if t.Remaining == nil && !notify.CampaignState(st.State).Final() {
-		total += "+"
+	total := fmt.Sprint(expected)
+	if !t.RemainingExact && !notify.CampaignState(st.State).Final() {
+		total = "~" + total
 	}
-	return fmt.Sprintf("%-18s [%s%s] %d/%s sent  %d failed  %d skipped  %.0f/s",
+	line := fmt.Sprintf("%-18s [%s%s] %d/%s sent  %d failed  %d skipped  %.0f/s",
 		st.State, strings.Repeat("#", filled), strings.Repeat(".", width-filled), t.Sent, total, t.Failed, t.Skipped, rate)
+	if st.ETA != nil {
+		line += "  eta " + time.Until(*st.ETA).Round(time.Second).String()
+	}
+	return line
 }

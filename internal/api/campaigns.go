@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"time"
@@ -62,20 +63,28 @@ type campaignView struct {
 	StartedAt   *time.Time           `json:"started_at"`
 	FinishedAt  *time.Time           `json:"finished_at"`
 	Totals      campaignTotals       `json:"totals"`
-	Sources     []sourceView         `json:"sources"`
+	// RatePerSecond is the deliveries that reached an end state per second since the campaign
+	// started; ETA extrapolates Remaining at that rate while it runs (null otherwise).
+	RatePerSecond float64      `json:"rate_per_second"`
+	ETA           *time.Time   `json:"eta"`
+	Sources       []sourceView `json:"sources"`
 }
 
 // campaignTotals: Members are recipients dispatched so far, Total deliveries created from them.
-// Remaining is known only once every source has been read (the audience is paged, never counted
-// up front): then it is the deliveries not yet in an end state; null before.
+// Remaining is the deliveries not yet in an end state plus the audience members not yet paged;
+// it is exact (RemainingExact) once every source has been read, an estimate before (the audience
+// is paged, never loaded up front).
 type campaignTotals struct {
-	Members   int  `json:"members"`
-	Total     int  `json:"total"`
-	Sent      int  `json:"sent"`
-	Failed    int  `json:"failed"`
-	Skipped   int  `json:"skipped"`
-	Pending   int  `json:"pending"`
-	Remaining *int `json:"remaining"`
+	Members         int            `json:"members"`
+	Total           int            `json:"total"`
+	Sent            int            `json:"sent"`
+	Failed          int            `json:"failed"`
+	Skipped         int            `json:"skipped"`
+	Pending         int            `json:"pending"`
+	Remaining       int            `json:"remaining"`
+	RemainingExact  bool           `json:"remaining_exact"`
+	SkippedByReason map[string]int `json:"skipped_by_reason"`
+	FailedByReason  map[string]int `json:"failed_by_reason"`
 }
 
 // sourceView is one audience source and how far its cursor has read.
@@ -206,11 +215,11 @@ func (s *server) getCampaign(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toCampaignView(c))
+	writeJSON(w, http.StatusOK, toCampaignView(c, s.clock.Now()))
 	return nil
 }
 
-func toCampaignView(c *notify.Campaign) campaignView {
+func toCampaignView(c *notify.Campaign, now time.Time) campaignView {
 	p := c.Progress
 	v := campaignView{
 		ID: c.ID, State: c.State, Category: c.Notification.Category, Channels: c.Notification.Channels,
@@ -218,15 +227,26 @@ func toCampaignView(c *notify.Campaign) campaignView {
 		Error: c.Error, CreatedAt: utc(c.CreatedAt), UpdatedAt: utc(c.UpdatedAt),
 		StartedAt: utcPtr(c.StartedAt), FinishedAt: utcPtr(c.FinishedAt),
 		Totals: campaignTotals{Members: p.Members, Total: p.Total, Sent: p.Sent, Failed: p.Failed,
-			Skipped: p.Skipped, Pending: p.Pending},
+			Skipped: p.Skipped, Pending: p.Pending, Remaining: p.Pending + p.Unpaged,
+			RemainingExact:  c.Cursor.Exhausted() || c.State == notify.CampaignCompleted,
+			SkippedByReason: orEmpty(p.SkippedByReason), FailedByReason: orEmpty(p.FailedByReason)},
 		Sources: make([]sourceView, 0, len(c.Audience.Sources)),
 	}
 	if v.Channels == nil {
 		v.Channels = []notify.Channel{}
 	}
-	if c.Cursor.Exhausted() || c.State == notify.CampaignCompleted {
-		remaining := p.Pending
-		v.Totals.Remaining = &remaining
+	if c.StartedAt != nil {
+		end := now
+		if c.FinishedAt != nil {
+			end = *c.FinishedAt
+		}
+		if secs := end.Sub(*c.StartedAt).Seconds(); secs > 0 {
+			v.RatePerSecond = math.Round(float64(p.Sent+p.Failed+p.Skipped)/secs*10) / 10
+		}
+	}
+	if c.State == notify.CampaignRunning && v.RatePerSecond > 0 {
+		eta := now.Add(time.Duration(float64(v.Totals.Remaining) / v.RatePerSecond * float64(time.Second))).UTC().Truncate(time.Second)
+		v.ETA = &eta
 	}
 	for i, src := range c.Audience.Sources {
 		sv := sourceView{Kind: src.Kind, App: src.App, ListID: src.ListID}
@@ -236,6 +256,13 @@ func toCampaignView(c *notify.Campaign) campaignView {
 		v.Sources = append(v.Sources, sv)
 	}
 	return v
+}
+
+func orEmpty(m map[string]int) map[string]int {
+	if m == nil {
+		return map[string]int{}
+	}
+	return m
 }
 
 func (s *server) pauseCampaign(w http.ResponseWriter, r *http.Request) error {

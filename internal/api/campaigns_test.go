@@ -70,7 +70,7 @@ func TestCampaignLifecycle(t *testing.T) {
 	wantDocumented(t, "GET", "/v1/campaigns/{id}", rec)
 	v := decodeBody[campaignView](t, rec)
 	if v.Category != notify.CategoryMarketing || !v.QuietHours.Enabled || v.QuietHours.Start != "21:00" ||
-		len(v.Sources) != 1 || v.Sources[0].Done || v.Totals.Remaining != nil || v.MaxRate != 1000 {
+		len(v.Sources) != 1 || v.Sources[0].Done || v.Totals.RemainingExact || v.MaxRate != 1000 || v.ETA != nil {
 		t.Fatalf("view %+v: want marketing with default quiet hours, one unread source, remaining unknown", v)
 	}
 	wantError(t, e.do(t, "GET", "/v1/campaigns/"+acc.ID, billingKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
@@ -166,4 +166,40 @@ func TestCampaignsNotConfigured(t *testing.T) {
 	rec := e.do(t, "POST", "/v1/campaigns", ordersKey, campaignBody())
 	wantError(t, rec, http.StatusNotImplemented, codeNotImplemented, "")
 	wantDocumented(t, "POST", "/v1/campaigns", rec)
+}
+
+func TestCampaignViewRateETAAndReasons(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	started := now.Add(-10 * time.Second)
+	c := &notify.Campaign{
+		ID: "c1", State: notify.CampaignRunning, StartedAt: &started,
+		Audience: notify.Audience{Sources: []notify.Segment{{Kind: notify.AudienceAppDevices, App: "shop"}}},
+		Cursor:   notify.CampaignCursor{Members: 200, Sources: []notify.SourceCursor{{LastSeq: 200}}},
+		Progress: notify.CampaignProgress{Members: 200, Total: 200, Sent: 90, Failed: 5, Skipped: 5, Pending: 100, Unpaged: 900,
+			SkippedByReason: map[string]int{notify.ReasonQuietHours: 5}, FailedByReason: map[string]int{notify.ReasonUnregistered: 5}},
+	}
+	v := toCampaignView(c, now)
+	if v.RatePerSecond != 10 {
+		t.Fatalf("rate = %v/s, want 10 (100 done in 10 s)", v.RatePerSecond)
+	}
+	if v.Totals.Remaining != 1000 || v.Totals.RemainingExact {
+		t.Fatalf("remaining = %d exact %v, want 1000 estimated (100 pending + 900 unpaged)", v.Totals.Remaining, v.Totals.RemainingExact)
+	}
+	if v.ETA == nil || !v.ETA.Equal(now.Add(100*time.Second)) {
+		t.Fatalf("eta = %v, want %v", v.ETA, now.Add(100*time.Second))
+	}
+	if v.Totals.SkippedByReason[notify.ReasonQuietHours] != 5 || v.Totals.FailedByReason[notify.ReasonUnregistered] != 5 {
+		t.Fatalf("reasons = %v / %v", v.Totals.SkippedByReason, v.Totals.FailedByReason)
+	}
+	// Paused: no ETA; finished: the rate is over the campaign's own duration.
+	c.State = notify.CampaignPausedQuietHours
+	if v := toCampaignView(c, now); v.ETA != nil {
+		t.Fatalf("paused campaign has eta %v", v.ETA)
+	}
+	finished := started.Add(5 * time.Second)
+	c.State, c.FinishedAt = notify.CampaignCompleted, &finished
+	if v := toCampaignView(c, now.Add(time.Hour)); v.RatePerSecond != 20 || !v.Totals.RemainingExact {
+		t.Fatalf("completed: rate %v exact %v, want 20/s exact", v.RatePerSecond, v.Totals.RemainingExact)
+	}
 }

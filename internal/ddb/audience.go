@@ -18,7 +18,7 @@ import (
 // Audience items of the users table (see campaign.go for the design):
 //
 //	pk A#<app>     sk <seq, 20 digits>   a device in the app's audience index: seq, user_id,
-//	                                     platform, locale (no token)
+//	                                     token, platform, locale
 //	pk L#<list>    sk <seq, 20 digits>   a member of an uploaded list: seq, user_id
 //	pk Q#A#<app>   sk Q                  the app's sequence: n, only ever ADDed to
 //	pk Q#L#<list>  sk Q                  the list's sequence
@@ -186,6 +186,33 @@ func (s *Store) filterMembers(ctx context.Context, seg notify.Segment, items []a
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// Remaining implements notify.AudienceSource from the source's sequence item: one read. It is
+// exact for a list (its seqs are dense) and an upper bound for an app's devices, whose removed
+// and filtered-out entries still hold their numbers.
+func (s *Store) Remaining(ctx context.Context, a notify.Audience, source int, afterSeq int64) (int, error) {
+	if source < 0 || source >= len(a.Sources) {
+		return 0, wrapErr("audience remaining", notify.Errorf(notify.EINVALID, "audience source %d out of range (%d sources)", source, len(a.Sources)))
+	}
+	seg := a.Sources[source]
+	var pk string
+	switch seg.Kind {
+	case notify.AudienceAppDevices:
+		pk = appSequencePK(seg.App)
+	case notify.AudienceUserList:
+		pk = listSequencePK(seg.ListID)
+	default:
+		return 0, wrapErr("audience remaining", notify.Errorf(notify.EINVALID, "unknown audience source kind %q", seg.Kind))
+	}
+	var cur struct {
+		N int64 `dynamo:"n"`
+	}
+	err := s.users().Get(attrPK, pk).Range(attrSK, dynamo.Equal, skSequence).One(ctx, &cur)
+	if err != nil && !errors.Is(err, dynamo.ErrNotFound) {
+		return 0, wrapErr("audience remaining of "+pk, err)
+	}
+	return int(max(cur.N-afterSeq, 0)), nil
 }
 
 // AppendAudienceList implements notify.CampaignStore: one ADD reserves len(userIDs) sequence

@@ -233,9 +233,11 @@ func (s *Store) GetCampaign(ctx context.Context, id string) (*notify.Campaign, e
 	if err != nil {
 		return nil, wrapErr(op, fmt.Errorf("notification: %w", err))
 	}
-	t := n.Stats.Sum()
-	c.Progress = notify.CampaignProgress{Members: c.Cursor.Members, Total: t.Total, Sent: t.Sent, Failed: t.Failed,
-		Skipped: t.Skipped, Pending: t.Total - t.Done()}
+	unpaged, err := notify.Unpaged(ctx, s, c.Audience, c.Cursor)
+	if err != nil {
+		return nil, wrapErr(op, err)
+	}
+	c.Progress = notify.ProgressOf(c.Cursor, n.Stats, unpaged)
 	return c, nil
 }
 

@@ -133,12 +133,47 @@ func (c CampaignCursor) Clone() CampaignCursor {
 // CampaignProgress is read from the campaign's notification: its counters move atomically with
 // the deliveries (DeliveryStore), so progress is exact at any moment.
 type CampaignProgress struct {
-	Members int `json:"members"` // recipients dispatched so far
-	Total   int `json:"total"`   // deliveries created so far
-	Sent    int `json:"sent"`
-	Failed  int `json:"failed"`
-	Skipped int `json:"skipped"`
-	Pending int `json:"pending"` // created, not yet in an end state
+	Members         int            `json:"members"` // recipients dispatched so far
+	Total           int            `json:"total"`   // deliveries created so far
+	Sent            int            `json:"sent"`
+	Failed          int            `json:"failed"`
+	Skipped         int            `json:"skipped"`
+	Pending         int            `json:"pending"` // created, not yet in an end state
+	SkippedByReason map[string]int `json:"skipped_by_reason,omitempty"`
+	FailedByReason  map[string]int `json:"failed_by_reason,omitempty"`
+	// Unpaged is how many audience members are not dispatched yet, at most (AudienceSource.Remaining).
+	Unpaged int `json:"unpaged"`
+}
+
+// ProgressOf is a campaign's progress from its cursor and its notification's stats; unpaged
+// comes from the audience.
+func ProgressOf(c CampaignCursor, st Stats, unpaged int) CampaignProgress {
+	t := st.Sum()
+	return CampaignProgress{
+		Members: c.Members, Total: t.Total, Sent: t.Sent, Failed: t.Failed, Skipped: t.Skipped,
+		Pending: t.Total - t.Done(), SkippedByReason: st.SkippedByReason, FailedByReason: st.FailedByReason,
+		Unpaged: unpaged,
+	}
+}
+
+// Unpaged sums Remaining over the sources of a that cursor c has not finished.
+func Unpaged(ctx context.Context, src AudienceSource, a Audience, c CampaignCursor) (int, error) {
+	total := 0
+	for i := range a.Sources {
+		var after int64
+		if i < len(c.Sources) {
+			if c.Sources[i].Done {
+				continue
+			}
+			after = c.Sources[i].LastSeq
+		}
+		n, err := src.Remaining(ctx, a, i, after)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // Campaign is a Notification whose audience is a selector, sent page by page on the bulk lane
@@ -249,6 +284,11 @@ type AudienceSource interface {
 	// app_devices source appears once per device. EINVALID for a source index out of range, an
 	// unknown kind or limit ≤ 0.
 	Page(ctx context.Context, a Audience, source int, afterSeq int64, limit int) ([]Member, error)
+	// Remaining is how many members of a.Sources[source] come after afterSeq, at most: exact
+	// where the store can count cheaply, otherwise an upper bound (DynamoDB counts an app's
+	// removed and filtered-out devices too). It sizes progress and ETA, never paging. EINVALID as
+	// Page.
+	Remaining(ctx context.Context, a Audience, source int, afterSeq int64) (int, error)
 }
 
 // ApplyDefaults fills what a campaign request may leave out, and is idempotent: a marketing

@@ -168,11 +168,11 @@ func (s *Store) GetCampaign(ctx context.Context, id string) (*notify.Campaign, e
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get campaign %s: notification: %w", id, err)
 	}
-	t := n.Stats.Sum()
-	c.Progress = notify.CampaignProgress{
-		Members: c.Cursor.Members, Total: t.Total, Sent: t.Sent, Failed: t.Failed, Skipped: t.Skipped,
-		Pending: t.Total - t.Done(),
+	unpaged, err := notify.Unpaged(ctx, s, c.Audience, c.Cursor)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get campaign %s: %w", id, err)
 	}
+	c.Progress = notify.ProgressOf(c.Cursor, n.Stats, unpaged)
 	return c, nil
 }
 
@@ -422,23 +422,16 @@ func (s *Store) AppendAudienceList(ctx context.Context, listID string, userIDs [
 	return last, nil
 }
 
-// Page implements notify.AudienceSource.
-func (s *Store) Page(ctx context.Context, a notify.Audience, source int, afterSeq int64, limit int) ([]notify.Member, error) {
-	if source < 0 || source >= len(a.Sources) {
-		return nil, notify.Errorf(notify.EINVALID, "audience source %d out of range (%d sources)", source, len(a.Sources))
-	}
-	if limit <= 0 {
-		return nil, notify.Errorf(notify.EINVALID, "page limit must be positive")
-	}
-	seg := a.Sources[source]
+// audienceQuery selects cols of seg's members after afterSeq: from the app's device index with
+// its filters, or from an uploaded list (aliased a, with empty token and platform).
+func audienceQuery(seg notify.Segment, cols string, afterSeq int64) (string, []any, error) {
 	var (
-		q    string
+		b    strings.Builder
 		args []any
 	)
 	switch seg.Kind {
 	case notify.AudienceAppDevices:
-		var b strings.Builder
-		b.WriteString(`SELECT a.seq, a.user_id, a.token, a.platform FROM audience_devices a`)
+		b.WriteString(`SELECT ` + cols + ` FROM audience_devices a`)
 		if seg.MarketingConsent {
 			b.WriteString(` JOIN preferences p ON p.user_id = a.user_id AND p.marketing_consent_at IS NOT NULL`)
 		}
@@ -452,14 +445,45 @@ func (s *Store) Page(ctx context.Context, a notify.Audience, source int, afterSe
 			b.WriteString(` AND (a.locale = ? OR substr(a.locale, 1, ?) = ?)`)
 			args = append(args, seg.Locale, len(seg.Locale)+1, seg.Locale+"-")
 		}
-		b.WriteString(` ORDER BY a.seq LIMIT ?`)
-		q = b.String()
 	case notify.AudienceUserList:
-		q = `SELECT seq, user_id, '', '' FROM audience_lists WHERE list_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+		b.WriteString(`SELECT ` + cols + ` FROM (SELECT seq, user_id, '' AS token, '' AS platform FROM audience_lists
+			WHERE list_id = ?) a WHERE a.seq > ?`)
 		args = append(args, seg.ListID, afterSeq)
 	default:
-		return nil, notify.Errorf(notify.EINVALID, "unknown audience source kind %q", seg.Kind)
+		return "", nil, notify.Errorf(notify.EINVALID, "unknown audience source kind %q", seg.Kind)
 	}
+	return b.String(), args, nil
+}
+
+// Remaining implements notify.AudienceSource: an exact count with the page's filters.
+func (s *Store) Remaining(ctx context.Context, a notify.Audience, source int, afterSeq int64) (int, error) {
+	if source < 0 || source >= len(a.Sources) {
+		return 0, notify.Errorf(notify.EINVALID, "audience source %d out of range (%d sources)", source, len(a.Sources))
+	}
+	q, args, err := audienceQuery(a.Sources[source], `count(*)`, afterSeq)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if err := s.db.R.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlite: audience remaining: %w", err)
+	}
+	return n, nil
+}
+
+// Page implements notify.AudienceSource.
+func (s *Store) Page(ctx context.Context, a notify.Audience, source int, afterSeq int64, limit int) ([]notify.Member, error) {
+	if source < 0 || source >= len(a.Sources) {
+		return nil, notify.Errorf(notify.EINVALID, "audience source %d out of range (%d sources)", source, len(a.Sources))
+	}
+	if limit <= 0 {
+		return nil, notify.Errorf(notify.EINVALID, "page limit must be positive")
+	}
+	q, args, err := audienceQuery(a.Sources[source], `a.seq, a.user_id, a.token, a.platform`, afterSeq)
+	if err != nil {
+		return nil, err
+	}
+	q += ` ORDER BY a.seq LIMIT ?`
 	args = append(args, limit)
 	rows, err := s.db.R.QueryContext(ctx, q, args...)
 	if err != nil {

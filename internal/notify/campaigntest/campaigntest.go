@@ -6,6 +6,7 @@ package campaigntest
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -357,10 +358,44 @@ var cases = []campaignCase{
 		noErr(t, err)
 		got, err := s.GetCampaign(ctx, c.ID)
 		noErr(t, err)
-		want := notify.CampaignProgress{Members: 2, Total: 2, Skipped: 1, Pending: 1}
-		if got.Progress != want {
+		want := notify.CampaignProgress{Members: 2, Total: 2, Skipped: 1, Pending: 1,
+			SkippedByReason: map[string]int{notify.ReasonNoConsent: 1}}
+		if !reflect.DeepEqual(got.Progress, want) {
 			t.Fatalf("Progress = %+v, want %+v", got.Progress, want)
 		}
+	}},
+	{"RemainingCountsWhatIsNotPaged", func(t *testing.T, s Store) {
+		ctx := t.Context()
+		list := make([]string, 30)
+		for i := range list {
+			list[i] = fmt.Sprintf("rem-user-%02d", i)
+		}
+		_, err := s.AppendAudienceList(ctx, "rem", list)
+		noErr(t, err)
+		for i := range 5 {
+			noErr(t, s.PutDevice(ctx, notify.Device{UserID: fmt.Sprintf("rem-dev-%d", i), Token: fmt.Sprintf("rem-tok-%d", i),
+				App: "rem-app", Platform: notify.PlatformFCM, Environment: "production", UpdatedAt: t0}))
+		}
+		a := notify.Audience{Sources: []notify.Segment{
+			{Kind: notify.AudienceUserList, ListID: "rem"}, {Kind: notify.AudienceAppDevices, App: "rem-app"}}}
+		page, err := s.Page(ctx, a, 0, 0, 12)
+		noErr(t, err)
+		if n, err := s.Remaining(ctx, a, 0, page[len(page)-1].Seq); err != nil || n != 18 {
+			t.Fatalf("Remaining after 12 of 30 list members = %d, %v; want 18", n, err)
+		}
+		if n, err := s.Remaining(ctx, a, 1, 0); err != nil || n != 5 {
+			t.Fatalf("Remaining of 5 devices = %d, %v; want 5", n, err)
+		}
+		cur := notify.CampaignCursor{Sources: []notify.SourceCursor{{LastSeq: page[len(page)-1].Seq}, {}}}
+		if n, err := notify.Unpaged(ctx, s, a, cur); err != nil || n != 23 {
+			t.Fatalf("Unpaged = %d, %v; want 23", n, err)
+		}
+		cur.Sources[0].Done = true
+		if n, err := notify.Unpaged(ctx, s, a, cur); err != nil || n != 5 {
+			t.Fatalf("Unpaged with the list done = %d, %v; want 5", n, err)
+		}
+		_, err = s.Remaining(ctx, a, 2, 0)
+		wantCode(t, err, notify.EINVALID)
 	}},
 	{"UserListPaging", func(t *testing.T, s Store) {
 		ctx := t.Context()
