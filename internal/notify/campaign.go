@@ -156,7 +156,8 @@ func ProgressOf(c CampaignCursor, st Stats, unpaged int) CampaignProgress {
 	}
 }
 
-// Unpaged sums Remaining over the sources of a that cursor c has not finished.
+// Unpaged sums Remaining over the sources of a that cursor c has not finished; a source the
+// store rejects as invalid counts as 0, so reading a campaign never fails on its estimate.
 func Unpaged(ctx context.Context, src AudienceSource, a Audience, c CampaignCursor) (int, error) {
 	total := 0
 	for i := range a.Sources {
@@ -168,6 +169,9 @@ func Unpaged(ctx context.Context, src AudienceSource, a Audience, c CampaignCurs
 			after = c.Sources[i].LastSeq
 		}
 		n, err := src.Remaining(ctx, a, i, after)
+		if IsCode(err, EINVALID) {
+			continue // a source this store cannot size (its paging fails the campaign on its own)
+		}
 		if err != nil {
 			return 0, err
 		}
