@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	sfn "github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctionstasks"
 	"github.com/aws/jsii-runtime-go"
@@ -11,14 +12,23 @@ import (
 
 // addCampaign defines the campaign state machine (DESIGN §4) when functions/campaign exists:
 //
-//	CheckWindow → (wait → Wait → CheckWindow | stop → Done | open) → FetchPage →
+//	CheckWindow → (wait → Wait → CheckWindow | stop → Done |
+//	continue → ContinueAsNew → Done | open) → FetchPage →
 //	DispatchBatches (Map: one SQS message per batch to prepare-bulk) → SaveCursor →
 //	(done → Done | → CheckWindow)
 //
 // Each Lambda step gets {"step": <name>, "state": <execution state>} and returns the new state;
-// CheckWindow sets window (open, wait, stop) and wait_seconds, FetchPage sets batches (message
-// bodies for prepare) and SaveCursor sets done. The cursor lives in the notifications table, so
-// a restarted execution resumes from it.
+// CheckWindow sets window (open, wait, stop, continue) and wait_seconds, FetchPage sets batches
+// (message bodies for prepare) and SaveCursor sets done. The cursor lives in the notifications
+// table, so a restarted execution resumes from it.
+//
+// Who starts executions (internal/campaign.Executions): the api function when a campaign without
+// a future send_at is created, or resumed; ingest when a campaign's reserved fire arrives; and
+// the state machine itself, which after campaign.MachineConfig.MaxIterations loop passes starts
+// generation+1 of the campaign's run (execution <campaign id>-g<k>) and ends — continue-as-new,
+// under the 25,000-event history limit. It names itself by ARN constructed from its name (a Ref
+// would make the state machine depend on itself), and so does the campaign function, which
+// reads its own executions to stop a run a resume superseded.
 func (h *herald) addCampaign() {
 	fn, ok := h.functions["campaign"]
 	if !ok {
@@ -35,7 +45,14 @@ func (h *herald) addCampaign() {
 			RetryOnServiceExceptions: jsii.Bool(true),
 		})
 	}
-	checkWindow, fetchPage, saveCursor := step("CheckWindow"), step("FetchPage"), step("SaveCursor")
+	retry := func(t awsstepfunctionstasks.LambdaInvoke) awsstepfunctionstasks.LambdaInvoke {
+		// A step's error is retryable (throttling, a conflict) unless it failed the campaign, and
+		// then the retried step finds it FAILED and stops: retry, or the run would end mid-way.
+		t.AddRetry(&sfn.RetryProps{Errors: jsii.Strings(*sfn.Errors_TASKS_FAILED()), Interval: awscdk.Duration_Seconds(jsii.Number(2)),
+			BackoffRate: jsii.Number(2), MaxAttempts: jsii.Number(6), JitterStrategy: sfn.JitterType_FULL})
+		return t
+	}
+	checkWindow, fetchPage, saveCursor := retry(step("CheckWindow")), retry(step("FetchPage")), retry(step("SaveCursor"))
 
 	dispatch := sfn.NewMap(h.stack, jsii.String("CampaignDispatchBatches"), &sfn.MapProps{
 		StateName:      jsii.String("DispatchBatches"),
@@ -54,8 +71,28 @@ func (h *herald) addCampaign() {
 		StateName: jsii.String("WaitForWindow"),
 		Time:      sfn.WaitTime_SecondsPath(jsii.String("$.wait_seconds")),
 	})
+	// Continue-as-new: generation+1 of this campaign, named by CheckWindow, with only the id and
+	// the generation as input. ExecutionAlreadyExists means a resume started that generation
+	// already: this execution is superseded and simply ends.
+	self := sfn.StateMachine_FromStateMachineName(h.stack, jsii.String("CampaignSelf"), jsii.String(h.name("campaign")))
+	continueAsNew := awsstepfunctionstasks.NewStepFunctionsStartExecution(h.stack, jsii.String("CampaignContinueAsNew"), &awsstepfunctionstasks.StepFunctionsStartExecutionProps{
+		StateName:    jsii.String("ContinueAsNew"),
+		StateMachine: self,
+		Name:         sfn.JsonPath_StringAt(jsii.String("$.next_execution")),
+		Input: sfn.TaskInput_FromObject(&map[string]interface{}{
+			"campaign_id": sfn.JsonPath_StringAt(jsii.String("$.campaign_id")),
+			"generation":  sfn.JsonPath_MathAdd(sfn.JsonPath_NumberAt(jsii.String("$.generation")), jsii.Number(1)),
+		}),
+		AssociateWithParent: jsii.Bool(true),
+		IntegrationPattern:  sfn.IntegrationPattern_REQUEST_RESPONSE,
+		ResultPath:          sfn.JsonPath_DISCARD(),
+	})
+	continueAsNew.AddRetry(&sfn.RetryProps{Errors: jsii.Strings(*sfn.Errors_TASKS_FAILED()), Interval: awscdk.Duration_Seconds(jsii.Number(2)),
+		BackoffRate: jsii.Number(2), MaxAttempts: jsii.Number(3), JitterStrategy: sfn.JitterType_FULL})
+	continueAsNew.AddCatch(done, &sfn.CatchProps{Errors: jsii.Strings("StepFunctions.ExecutionAlreadyExistsException"), ResultPath: sfn.JsonPath_DISCARD()})
 	window := sfn.NewChoice(h.stack, jsii.String("CampaignWindow"), &sfn.ChoiceProps{StateName: jsii.String("Window?")}).
 		When(sfn.Condition_StringEquals(jsii.String("$.window"), jsii.String("stop")), done, nil).
+		When(sfn.Condition_StringEquals(jsii.String("$.window"), jsii.String("continue")), continueAsNew.Next(done), nil).
 		When(sfn.Condition_StringEquals(jsii.String("$.window"), jsii.String("wait")), wait.Next(checkWindow), nil).
 		Otherwise(fetchPage.Next(dispatch).Next(saveCursor).Next(
 			sfn.NewChoice(h.stack, jsii.String("CampaignMore"), &sfn.ChoiceProps{StateName: jsii.String("More?")}).
@@ -73,8 +110,42 @@ func (h *herald) addCampaign() {
 		// ALL events, without payloads: states carry recipient ids.
 		Logs: &sfn.LogOptions{Destination: logs, Level: sfn.LogLevel_ALL, IncludeExecutionData: jsii.Bool(false)},
 	})
+	// The campaign function looks up its own state machine's executions (is a newer generation
+	// there?) — by constructed ARN: the state machine already depends on the function.
+	fn.AddEnvironment(jsii.String(envCampaignStateMachine), self.StateMachineArn(), nil)
+	h.roles["campaign"].AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("ReadOwnExecutions"),
+		Actions:   jsii.Strings("states:DescribeExecution"),
+		Resources: jsii.Strings(*h.campaignExecutionsArn()),
+	}))
+	// ingest starts a campaign on its reserved fire; api on create and resume, and looks up the
+	// latest generation to resume after.
 	if ingest, ok := h.functions["ingest"]; ok {
 		h.campaign.GrantStartExecution(h.roles["ingest"])
-		ingest.AddEnvironment(jsii.String("HERALD_CAMPAIGN_STATE_MACHINE_ARN"), h.campaign.StateMachineArn(), nil)
+		ingest.AddEnvironment(jsii.String(envCampaignStateMachine), h.campaign.StateMachineArn(), nil)
 	}
+	if api, ok := h.functions["api"]; ok {
+		role := h.roles["api"]
+		h.campaign.GrantStartExecution(role)
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("ReadCampaignExecutions"),
+			Actions:   jsii.Strings("states:DescribeExecution"),
+			Resources: jsii.Strings(*h.campaignExecutionsArn()),
+		}))
+		api.AddEnvironment(jsii.String(envCampaignStateMachine), h.campaign.StateMachineArn(), nil)
+		// A campaign with a future send_at arms a one-time schedule onto its service's ingest
+		// queue, exactly as ingest does for a reserved notification.
+		h.grantReservedSends(role, func(k string, v *string) { api.AddEnvironment(jsii.String(k), v, nil) })
+	}
+}
+
+// envCampaignStateMachine is internal/awsenv.EnvCampaignStateMachine.
+const envCampaignStateMachine = "HERALD_CAMPAIGN_STATE_MACHINE_ARN"
+
+// campaignExecutionsArn is every execution of the campaign state machine, built from its name.
+func (h *herald) campaignExecutionsArn() *string {
+	return h.stack.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("states"), Resource: jsii.String("execution"),
+		ResourceName: jsii.String(h.name("campaign") + ":*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
 }

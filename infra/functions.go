@@ -51,6 +51,7 @@ const (
 type wiring struct {
 	tables map[string]access
 	sends  func(h *herald) []string // logical queues it sends to
+	events bool                     // puts operator events on the environment's event bus
 }
 
 func lanes(stage string) []string {
@@ -78,6 +79,7 @@ var functionWiring = map[string]wiring{
 	"ingest": {
 		tables: map[string]access{"notifications": readWrite},
 		sends:  func(*herald) []string { return lanes(notify.StagePrepare) },
+		events: true, // large_send_started
 	},
 	// Resolves recipients, writes inbox items and deliveries, batches sends.
 	"prepare": {
@@ -96,7 +98,7 @@ var functionWiring = map[string]wiring{
 	// Turns SES bounces and complaints into suppressions and delivery outcomes.
 	"bounce": {tables: map[string]access{"suppressions": readWrite, "deliveries": readWrite, "notifications": readWrite}},
 	// The campaign state machine's steps (CheckWindow, FetchPage, SaveCursor).
-	"campaign": {tables: map[string]access{"notifications": readWrite, "users": read}},
+	"campaign": {tables: map[string]access{"notifications": readWrite, "users": read}, events: true},
 }
 
 // addFunctions creates one function per discovered directory, each with its own role, log group,
@@ -196,16 +198,7 @@ func (h *herald) addFunction(name string) error {
 
 	switch name {
 	case "ingest":
-		// Reserved sends: create/update/delete schedules in this environment's group only, and
-		// hand them the scheduler role.
-		h.scheduleGroup.GrantWriteSchedules(role)
-		h.scheduleGroup.GrantReadSchedules(role)
-		h.scheduleGroup.GrantDeleteSchedules(role)
-		h.schedulerRole.GrantPassRole(role)
-		env["HERALD_SCHEDULE_GROUP"] = jsii.String("herald-" + h.env)
-		env["HERALD_SCHEDULER_ROLE_ARN"] = h.schedulerRole.RoleArn()
-		env["HERALD_SCHEDULER_DLQ_ARN"] = h.schedulerDLQ.QueueArn()
-		env["HERALD_QUEUE_ARN_PREFIX"] = jsii.String(fmt.Sprintf("arn:%s:sqs:%s:%s:%s", *h.stack.Partition(), *h.stack.Region(), *h.stack.Account(), h.name("")))
+		h.grantReservedSends(role, func(k string, v *string) { env[k] = v })
 	case "send":
 		h.grantSES(role)
 		env["HERALD_RATELIMIT_TABLE"] = h.tables["ratelimit"].TableName()
@@ -227,6 +220,11 @@ func (h *herald) addFunction(name string) error {
 			Actions:   jsii.Strings("sqs:SendMessage", "sqs:GetQueueAttributes"),
 			Resources: &sources,
 		}))
+	}
+
+	if w.events {
+		h.eventBus.GrantPutEventsTo(role, jsii.String("PutOperatorEvents")) // events:PutEvents on this bus only
+		env["HERALD_EVENT_BUS"] = h.eventBus.EventBusName()
 	}
 
 	fn := awslambda.NewFunction(h.stack, jsii.String(id), &awslambda.FunctionProps{
@@ -265,6 +263,20 @@ func (h *herald) addFunction(name string) error {
 	h.roles[name] = role
 	h.functionOrder = append(h.functionOrder, name)
 	return nil
+}
+
+// grantReservedSends lets role arm reserved sends: create/update/delete schedules in this
+// environment's group only, and hand them the scheduler role; setEnv gets the variables
+// internal/awsenv builds the scheduler from. (ingest; api too when campaigns exist.)
+func (h *herald) grantReservedSends(role awsiam.Role, setEnv func(key string, value *string)) {
+	h.scheduleGroup.GrantWriteSchedules(role)
+	h.scheduleGroup.GrantReadSchedules(role)
+	h.scheduleGroup.GrantDeleteSchedules(role)
+	h.schedulerRole.GrantPassRole(role)
+	setEnv("HERALD_SCHEDULE_GROUP", jsii.String("herald-"+h.env))
+	setEnv("HERALD_SCHEDULER_ROLE_ARN", h.schedulerRole.RoleArn())
+	setEnv("HERALD_SCHEDULER_DLQ_ARN", h.schedulerDLQ.QueueArn())
+	setEnv("HERALD_QUEUE_ARN_PREFIX", jsii.String(fmt.Sprintf("arn:%s:sqs:%s:%s:%s", *h.stack.Partition(), *h.stack.Region(), *h.stack.Account(), h.name(""))))
 }
 
 // grantSES lets role send as the configured From identity (the address and its domain, whichever

@@ -20,6 +20,8 @@ const (
 		"X-Ray tracing are granted on Resource \"*\" because those actions have no resource-level permissions."
 	reasonStatesInvoke = "CDK's LambdaInvoke grants the campaign function and its versions (<arn>:*); the state " +
 		"machine can invoke only that one function."
+	reasonExecutions = "Campaign executions are named at run time (<campaign id>-g<generation>); the grant is " +
+		"states:DescribeExecution only, on executions of this environment's campaign state machine."
 	reasonSchedulerDLQ = "This queue is itself a dead-letter queue: EventBridge Scheduler's DeadLetterConfig for " +
 		"reserved sends (set per schedule at run time, so no RedrivePolicy in the template references it)."
 )
@@ -37,11 +39,19 @@ func (h *herald) addNagSuppressions() {
 			Reason:    jsii.String(reasonIndexes),
 			AppliesTo: &[]interface{}{regex(`/^Resource::<[A-Za-z0-9]+Table[0-9A-F]{8}\.Arn>\/index\/\*$/`)},
 		}}
-		if name == "ingest" {
+		// api arms a campaign's reserved send when campaigns exist, as ingest does a notification's.
+		if name == "ingest" || name == "api" && h.campaign != nil {
 			s = append(s, &cdknag.NagPackSuppression{
 				Id:        jsii.String("AwsSolutions-IAM5"),
 				Reason:    jsii.String(reasonSchedules),
 				AppliesTo: &[]interface{}{"Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/herald-" + h.env + "/*"},
+			})
+		}
+		if (name == "api" || name == "campaign") && h.campaign != nil {
+			s = append(s, &cdknag.NagPackSuppression{
+				Id:        jsii.String("AwsSolutions-IAM5"),
+				Reason:    jsii.String(reasonExecutions),
+				AppliesTo: &[]interface{}{"Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:" + h.name("campaign") + ":*"},
 			})
 		}
 		cdknag.NagSuppressions_AddResourceSuppressions(h.roles[name], &s, jsii.Bool(true))

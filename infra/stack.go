@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
@@ -64,6 +65,7 @@ type herald struct {
 	schedulerRole awsiam.Role
 	feedbackTopic awssns.Topic
 	alarmTopic    awssns.Topic
+	eventBus      awsevents.EventBus
 	campaign      awsstepfunctions.StateMachine
 	apiURL        *string
 	api           awsapigatewayv2.HttpApi
@@ -110,12 +112,14 @@ func NewHeraldStack(scope constructs.Construct, id string, p *HeraldProps) (awsc
 	h.addQueues()
 	h.addScheduler()
 	h.addSES()
+	h.addEventBus()
 	if err := h.addFunctions(); err != nil {
 		return nil, err
 	}
 	h.addAPI()
 	h.addCampaign()
 	h.addMonitoring()
+	h.addEventAlerts()
 	h.addOutputs()
 	h.addNagSuppressions()
 	return stack, nil

@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -155,12 +156,23 @@ func TestOneFunctionPerDirectory(t *testing.T) {
 // reads at start-up) from source — importing it would link every provider SDK into this module —
 // and checks the stack sets exactly those, where each is needed.
 func TestEnvironmentMatchesAWSEnv(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", "internal", "awsenv", "awsenv.go"), nil, 0)
-	if err != nil {
-		t.Skipf("internal/awsenv not readable (%v): the contract cannot be checked", err)
+	files, _ := filepath.Glob(filepath.Join("..", "internal", "awsenv", "*.go"))
+	var decls []ast.Decl
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Skipf("internal/awsenv not readable (%v): the contract cannot be checked", err)
+		}
+		decls = append(decls, f.Decls...)
+	}
+	if len(decls) == 0 {
+		t.Skip("internal/awsenv not found: the contract cannot be checked")
 	}
 	known := map[string]bool{"HERALD_ENV": true} // ours: the Env dimension of custom metrics
-	for _, d := range f.Decls {
+	for _, d := range decls {
 		g, ok := d.(*ast.GenDecl)
 		if !ok || g.Tok != token.CONST {
 			continue
@@ -174,7 +186,7 @@ func TestEnvironmentMatchesAWSEnv(t *testing.T) {
 			}
 		}
 	}
-	s := synth(t, "dev")
+	s := synthWith(t, "dev", append(slices.Clone(expectedFunctions), "campaign"))
 	for _, id := range s.ofType("AWS::Lambda::Function") {
 		p := s.props(id)
 		vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
@@ -553,6 +565,96 @@ func TestCampaignStateMachine(t *testing.T) {
 				"HERALD_CAMPAIGN_STATE_MACHINE_ARN": assertions.Match_AnyValue(),
 			})},
 		})
+		// Continue-as-new: CheckWindow's "continue" starts generation+1 of this state machine,
+		// named by the step, with only the campaign id and the next generation; a name taken by
+		// a resume's start (ExecutionAlreadyExists) just ends this execution.
+		for _, want := range []string{
+			`\"Variable\":\"$.window\",\"StringEquals\":\"continue\",\"Next\":\"ContinueAsNew\"`,
+			`\"ContinueAsNew\":{\"Next\":\"Done\"`,
+			`\"Resource\":\"arn:`, `:states:::states:startExecution\"`,
+			`\"Name.$\":\"$.next_execution\"`,
+			`\"campaign_id.$\":\"$.campaign_id\"`,
+			`\"generation.$\":\"States.MathAdd($.generation, 1)\"`,
+			`\"ErrorEquals\":[\"StepFunctions.ExecutionAlreadyExistsException\"]`,
+			`\"StateMachineArn\":\"arn:`, `:stateMachine:herald-dev-campaign\"`,
+		} {
+			if !strings.Contains(def, want) {
+				t.Errorf("definition has no %s:\n%s", want, def)
+			}
+		}
+		// Lambda steps retry function errors: a retryable step error must not end the run.
+		if n := strings.Count(def, `\"ErrorEquals\":[\"States.TaskFailed\"]`); n < 4 {
+			t.Errorf("%d States.TaskFailed retriers, want one per Lambda step and on ContinueAsNew", n)
+		}
+
+		// Who may do what with executions: the state machine starts only itself; the campaign
+		// function reads its executions; api starts and reads; ingest starts; nobody else.
+		sm := s.ofType("AWS::StepFunctions::StateMachine")[0]
+		smRole := ref(s.props(sm)["RoleArn"])
+		roleOf := map[string]string{smRole: "state machine"}
+		for _, fn := range []string{"api", "ingest", "campaign", "prepare", "send", "record", "cleanup", "bounce"} {
+			roleOf[s.idByProp(t, "AWS::IAM::Role", "RoleName", "herald-dev-fn-"+fn)] = fn
+		}
+		got := map[string][]string{}
+		for _, id := range s.ofType("AWS::IAM::Policy") {
+			p := s.props(id)
+			for _, st := range list(p["PolicyDocument"].(map[string]any)["Statement"]) {
+				st := st.(map[string]any)
+				for _, a := range list(st["Action"]) {
+					if !strings.HasPrefix(a.(string), "states:") {
+						continue
+					}
+					for _, r := range list(p["Roles"]) {
+						who := roleOf[ref(r)]
+						if who == "" {
+							who = ref(r)
+						}
+						res := mustJSON(st["Resource"])
+						switch {
+						case ref(st["Resource"]) == sm:
+							res = "machine"
+						case strings.Contains(res, `:execution:herald-dev-campaign:*`):
+							res = "executions"
+						case strings.Contains(res, `:stateMachine:herald-dev-campaign`):
+							res = "machine by name"
+						}
+						got[who] = append(got[who], a.(string)+" "+res)
+					}
+				}
+			}
+		}
+		want := map[string][]string{
+			"state machine": {"states:StartExecution machine by name"},
+			"campaign":      {"states:DescribeExecution executions"},
+			"api":           {"states:StartExecution machine", "states:DescribeExecution executions"},
+			"ingest":        {"states:StartExecution machine"},
+		}
+		for who := range got {
+			slices.Sort(got[who])
+		}
+		for who := range want {
+			slices.Sort(want[who])
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("states: grants %v, want %v", got, want)
+		}
+		for _, fn := range []string{"api", "ingest", "campaign"} {
+			s.template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+				"FunctionName": "herald-dev-" + fn,
+				"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{
+					"HERALD_CAMPAIGN_STATE_MACHINE_ARN": assertions.Match_AnyValue(),
+				})},
+			})
+		}
+		// api arms a campaign's reserved send like ingest arms a notification's.
+		s.template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+			"FunctionName": "herald-dev-api",
+			"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{
+				"HERALD_SCHEDULE_GROUP": "herald-dev", "HERALD_SCHEDULER_ROLE_ARN": assertions.Match_AnyValue(),
+				"HERALD_SCHEDULER_DLQ_ARN": assertions.Match_AnyValue(), "HERALD_QUEUE_ARN_PREFIX": assertions.Match_AnyValue(),
+			})},
+		})
+
 		// A function infra/ knows nothing about is deployed with logs only, and says so.
 		s.template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{"FunctionName": "herald-dev-digest"})
 		warnings := assertions.Annotations_FromStack(s.stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("functions/digest")))

@@ -1,4 +1,5 @@
-// Command ingest consumes every service's ingest queue: validate, dedupe, store, then schedule or fan out.
+// Command ingest consumes every service's ingest queue: validate, dedupe, store, then schedule or
+// fan out; a reserved fire for a campaign starts the campaign's state machine execution.
 package main
 
 import (
@@ -6,11 +7,10 @@ import (
 	"os"
 
 	"herald/internal/awsenv"
-	"herald/internal/pipeline"
 )
 
 func main() {
-	err := awsenv.StartSQS(awsenv.Options{}, func(e *awsenv.Env, queue string) pipeline.Handler { return e.IngestStage(queue) }) // returns only if the configuration is wrong
+	err := awsenv.StartIngest() // returns only if the configuration is wrong
 	fmt.Fprintln(os.Stderr, "ingest:", err)
 	os.Exit(1)
 }

@@ -1,8 +1,8 @@
 // Package awsenv builds Herald's AWS runtime from a Lambda function's environment: herald.yaml,
 // table and queue names, secrets from Secrets Manager, and the DynamoDB, SQS, EventBridge
-// Scheduler and provider adapters. Every functions/<name>/main.go calls Load, then hands one of
-// the handlers here to lambda.Start. Configuration errors surface from Load, before lambda.Start;
-// handlers never exit the process.
+// Scheduler, EventBridge (operator events) and provider adapters. Every functions/<name>/main.go
+// calls Load, then hands one of the handlers here to lambda.Start. Configuration errors surface
+// from Load, before lambda.Start; handlers never exit the process.
 package awsenv
 
 import (
@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -25,6 +26,7 @@ import (
 
 	"herald/internal/config"
 	"herald/internal/ddb"
+	"herald/internal/eventbus"
 	"herald/internal/notify"
 	"herald/internal/pipeline"
 	"herald/internal/ratelimit"
@@ -44,6 +46,7 @@ const (
 	EnvScheduleGroup  = "HERALD_SCHEDULE_GROUP"   // EventBridge Scheduler group
 	EnvSchedulerRole  = "HERALD_SCHEDULER_ROLE_ARN"
 	EnvSchedulerDLQ   = "HERALD_SCHEDULER_DLQ_ARN"
+	EnvEventBus       = "HERALD_EVENT_BUS" // EventBridge bus for operator events; default "default"
 )
 
 // Env is a function's wired runtime.
@@ -55,6 +58,7 @@ type Env struct {
 	Scheduler notify.Scheduler // nil when no schedule group is configured
 	Pipeline  *pipeline.Pipeline
 	Log       *slog.Logger
+	Events    notify.Events     // operator events: a log line, and PutEvents on the HERALD_EVENT_BUS bus
 	Keys      map[string]string // API key → service
 
 	queuePrefix string
@@ -140,7 +144,13 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 		}
 	}
 	metrics := &emf{w: os.Stdout, env: cfg.Env, now: time.Now}
-	e.Pipeline = pipeline.New(pipeline.Deps{Store: e.Store, Queue: e.Queue, Senders: senders, Limiter: limiter, Logger: log, Metrics: metrics},
+	bus, err := eventbus.New(eventbridge.NewFromConfig(awsCfg), os.Getenv(EnvEventBus), metrics)
+	if err != nil {
+		return nil, err
+	}
+	e.Events = notify.TeeEvents(notify.LogEvents{Logger: log}, bus)
+	e.Pipeline = pipeline.New(pipeline.Deps{Store: e.Store, Queue: e.Queue, Senders: senders, Limiter: limiter, Logger: log,
+		Metrics: metrics, Events: e.Events},
 		pipeline.Config{
 			MaxAttempts: cfg.Retry.MaxAttempts, RetryBase: cfg.Retry.Base.D(), RetryMax: cfg.Retry.Max.D(),
 			SendLease: cfg.Lanes["realtime"].Send.VisibilityTimeout.D(), InboxTTL: cfg.Inbox.TTL.D(),

@@ -76,7 +76,7 @@ func TestFunctionsOnAWSAdapters(t *testing.T) {
 	}
 
 	// api: without a key 401; with one 202.
-	apiH := e.APIHandler()
+	apiH := e.APIHandler(nil)
 	var req events.APIGatewayV2HTTPRequest
 	_ = json.Unmarshal(awsenvtest.Fixture(t, "api/post-notification-no-key.json"), &req)
 	if r := awsenvtest.Invoke[events.APIGatewayV2HTTPResponse](t, apiH, req); r.StatusCode != 401 {

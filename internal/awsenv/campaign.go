@@ -16,18 +16,24 @@ type CampaignEvent struct {
 	State campaign.MachineState `json:"state"`
 }
 
-// CampaignMachine returns the campaign steps on the DynamoDB store and the pipeline.
-func (e *Env) CampaignMachine() *campaign.Machine {
-	steps := campaign.New(campaign.Deps{Campaigns: e.Store, Audience: e.Store, Notifications: e.Store,
-		Dispatcher: e.Pipeline, Logger: e.Log}, campaign.Config{})
-	return campaign.NewMachine(steps, e.Pipeline.PrepareBodies)
+func (e *Env) campaignSteps() *campaign.Steps {
+	return campaign.New(campaign.Deps{Campaigns: e.Store, Audience: e.Store, Notifications: e.Store,
+		Dispatcher: e.Pipeline, Broadcasts: e.Store, Logger: e.Log, Events: e.Events},
+		campaign.Config{InboxTTL: e.Config.Inbox.TTL.D()})
+}
+
+// CampaignMachine returns the campaign steps on the DynamoDB store and the pipeline; with x,
+// CheckWindow stops an execution a newer generation superseded.
+func (e *Env) CampaignMachine(x campaign.Executions) *campaign.Machine {
+	return campaign.NewMachine(e.campaignSteps(), e.Pipeline.PrepareBodies, campaign.MachineConfig{Executions: x})
 }
 
 // CampaignHandler is the campaign function's handler: one state machine step per invocation,
 // returning the new execution state. An error fails the task (Step Functions retries it); the
-// steps re-read the campaign from the store, so a retry resumes from the saved cursor.
-func (e *Env) CampaignHandler() func(context.Context, CampaignEvent) (campaign.MachineState, error) {
-	m := e.CampaignMachine()
+// steps re-read the campaign from the store, so a retry resumes from the saved cursor. x are the
+// state machine's own executions (nil: no superseded check).
+func (e *Env) CampaignHandler(x campaign.Executions) func(context.Context, CampaignEvent) (campaign.MachineState, error) {
+	m := e.CampaignMachine(x)
 	return func(ctx context.Context, ev CampaignEvent) (campaign.MachineState, error) {
 		st, err := m.Run(ctx, ev.Step, ev.State)
 		if err != nil {
@@ -46,6 +52,13 @@ func StartCampaign() error {
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	lambda.Start(e.CampaignHandler())
+	var x campaign.Executions
+	switch ex, err := e.CampaignExecutions(); {
+	case err != nil:
+		return fmt.Errorf("config: %w", err)
+	case ex != nil:
+		x = ex
+	}
+	lambda.Start(e.CampaignHandler(x))
 	return nil
 }

@@ -38,7 +38,7 @@ func TestCampaignFunction(t *testing.T) {
 	if _, _, err := e.Store.CreateCampaign(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	h := e.CampaignHandler()
+	h := e.CampaignHandler(nil)
 	step := func(name string, st campaign.MachineState) campaign.MachineState {
 		t.Helper()
 		return awsenvtest.Invoke[campaign.MachineState](t, h, awsenv.CampaignEvent{Step: name, State: st})

@@ -55,10 +55,11 @@ func (e *Env) IngestStage(queue string) pipeline.Handler {
 	return e.Pipeline.Ingest(service, e.Scheduler)
 }
 
-// APIHandler serves the HTTP API behind API Gateway (HTTP API, payload format 2.0).
-func (e *Env) APIHandler() func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+// APIHandler serves the HTTP API behind API Gateway (HTTP API, payload format 2.0); campaigns
+// serves /v1/campaigns (nil: 501, as without a campaign state machine).
+func (e *Env) APIHandler(campaigns api.Campaigns) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	h := api.New(api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, Authenticate: gatewayAuth(e.Config),
-		Admin: e.Queue, Queues: e.Config.QueueNames(), AdminServices: e.Config.AdminServices()})
+		Admin: e.Queue, Queues: e.Config.QueueNames(), AdminServices: e.Config.AdminServices(), Campaigns: campaigns})
 	return httpadapter.NewV2(http.Handler(h)).ProxyWithContext
 }
 
@@ -80,6 +81,13 @@ func StartAPI() error {
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	lambda.Start(e.APIHandler())
+	var campaigns api.Campaigns
+	switch c, err := e.CampaignControl(); {
+	case err != nil:
+		return fmt.Errorf("config: %w", err)
+	case c != nil:
+		campaigns = c
+	}
+	lambda.Start(e.APIHandler(campaigns))
 	return nil
 }

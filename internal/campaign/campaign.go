@@ -43,6 +43,11 @@
 // A user with several devices in an app_devices source is a member once per device; the
 // repeated recipient resolves to the same delivery ids (DeliveryID hashes notification, channel
 // and address), so the store's create-if-absent keeps one delivery per device.
+//
+// The inbox of an app_devices audience is one broadcast (notify.Broadcast), stored by SaveCursor
+// before the first page and merged into the inbox reads of the users it targets, instead of an
+// item per member: a million-device campaign writes one broadcast, and a user a marker only
+// when they read or delete it (DESIGN §6, §10).
 package campaign
 
 import (
@@ -56,14 +61,22 @@ import (
 )
 
 // LargeSend is how many recipients make a send large enough for operators to hear of it: the
-// "large_send_started" event is logged when a campaign's dispatched members first reach it.
-const LargeSend = 1000
+// large_send_started event is emitted when a campaign's dispatched members first reach it.
+const LargeSend = notify.LargeSend
 
 // Config tunes the steps. Zero fields take defaults.
 type Config struct {
 	// PageSize is how many members one FetchPage reads (default 5000); rounded down to a
 	// multiple of the pipeline's chunk size, and at least one chunk.
 	PageSize int
+	// InboxTTL is how long a campaign's inbox broadcast lives when its notification has no TTL
+	// (default 30 days, as the pipeline's inbox items).
+	InboxTTL time.Duration
+}
+
+// Broadcasts stores a campaign's inbox broadcast (implemented by the stores' InboxStore).
+type Broadcasts interface {
+	PutBroadcast(ctx context.Context, b notify.Broadcast) error
 }
 
 // Dispatcher is what the steps need of the pipeline (implemented by *pipeline.Pipeline).
@@ -83,8 +96,14 @@ type Deps struct {
 	Audience      notify.AudienceSource
 	Notifications notify.NotificationStore
 	Dispatcher    Dispatcher
-	Clock         notify.Clock // nil: system clock
-	Logger        *slog.Logger // nil: slog.Default()
+	// Broadcasts stores the one inbox broadcast of a campaign with the inbox channel and an
+	// app-devices source; such a campaign fails without it.
+	Broadcasts Broadcasts
+	Clock      notify.Clock // nil: system clock
+	Logger     *slog.Logger // nil: slog.Default()
+	// Events receives large_send_started, campaign_finished and campaign_failed; nil: they are
+	// only logged (notify.LogEvents on Logger).
+	Events notify.Events
 }
 
 // Steps are the campaign steps over their ports.
@@ -92,6 +111,7 @@ type Steps struct {
 	d        Deps
 	pageSize int
 	chunk    int
+	inboxTTL time.Duration
 }
 
 // New returns the steps.
@@ -102,6 +122,9 @@ func New(d Deps, cfg Config) *Steps {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
+	if d.Events == nil {
+		d.Events = notify.LogEvents{Logger: d.Logger}
+	}
 	chunk := d.Dispatcher.ChunkSize()
 	if chunk <= 0 {
 		chunk = 500
@@ -111,7 +134,11 @@ func New(d Deps, cfg Config) *Steps {
 		ps = 5000
 	}
 	ps = max(chunk, ps/chunk*chunk)
-	return &Steps{d: d, pageSize: ps, chunk: chunk}
+	ttl := cfg.InboxTTL
+	if ttl <= 0 {
+		ttl = 30 * 24 * time.Hour
+	}
+	return &Steps{d: d, pageSize: ps, chunk: chunk, inboxTTL: ttl}
 }
 
 // Action is what CheckWindow tells the caller to do next.
@@ -248,11 +275,74 @@ func memberRecipient(seg notify.Segment, m notify.Member) notify.Recipient {
 // SaveCursor commits p: its recipients are appended to the campaign's notification and the
 // cursor moves from p.Expected to p.Next in one store write. ECONFLICT when someone else moved
 // the cursor first; the caller re-reads and carries on from there.
+//
+// Before the first page commits, a campaign with the inbox channel stores its inbox broadcast:
+// one write for every app-devices source, however many devices they hold (prepare writes no
+// inbox item for a device member; DESIGN §6). It goes first because PutBroadcast is idempotent
+// and the first page is recognised by its cursor: a crash between the two writes redoes both,
+// while the other order could commit the page and never write the broadcast.
 func (s *Steps) SaveCursor(ctx context.Context, id string, p Page) error {
+	if p.Expected.Members == 0 {
+		if err := s.putBroadcast(ctx, id); err != nil {
+			return fmt.Errorf("save cursor %s: %w", id, err)
+		}
+	}
 	if err := s.d.Campaigns.SaveCursor(ctx, id, p.Expected, p.Next, p.Recipients); err != nil {
 		return fmt.Errorf("save cursor %s: %w", id, err)
 	}
 	return nil
+}
+
+// putBroadcast stores campaign id's inbox broadcast, if it has one.
+func (s *Steps) putBroadcast(ctx context.Context, id string) error {
+	c, err := s.d.Campaigns.GetCampaign(ctx, id)
+	if err != nil {
+		return err
+	}
+	b, ok := s.broadcastOf(c)
+	if !ok {
+		return nil
+	}
+	if s.d.Broadcasts == nil {
+		return notify.Errorf(notify.EINVALID, "campaign %s sends to the inbox of an app's devices, but no broadcast store is configured", id)
+	}
+	if err := s.d.Broadcasts.PutBroadcast(ctx, b); err != nil {
+		return err
+	}
+	s.d.Logger.InfoContext(ctx, "campaign inbox broadcast stored", "campaign_id", id, "targets", len(b.Targets))
+	return nil
+}
+
+// broadcastOf is the inbox broadcast of c: its inbox content, expiring as prepare's inbox items
+// do, targeting its app-devices sources. ok is false when c has no inbox channel or no such
+// source (a user-list member still gets an inbox item of their own from prepare).
+func (s *Steps) broadcastOf(c *notify.Campaign) (b notify.Broadcast, ok bool) {
+	n := &c.Notification
+	if !n.HasChannel(notify.ChannelInbox) {
+		return b, false
+	}
+	for _, src := range c.Audience.Sources {
+		if src.Kind == notify.AudienceAppDevices {
+			b.Targets = append(b.Targets, notify.TargetOf(src))
+		}
+	}
+	if len(b.Targets) == 0 {
+		return b, false
+	}
+	created := n.CreatedAt
+	if created.IsZero() {
+		created = c.CreatedAt
+	}
+	ttl := s.inboxTTL
+	if n.TTL > 0 {
+		ttl = n.TTL
+	}
+	exp := created.Add(ttl)
+	ct := n.ContentFor(notify.ChannelInbox, "")
+	b.ID, b.Service, b.Category = c.ID, c.Service, n.Category
+	b.Title, b.Body, b.Data, b.Link, b.ImageURL = ct.Title, ct.Body, ct.Data, ct.Link, ct.ImageURL
+	b.CreatedAt, b.ExpiresAt = created, &exp
+	return b, true
 }
 
 // DispatchBatches enqueues prepare messages for the chunks of c that are committed but not yet
@@ -280,9 +370,8 @@ func (s *Steps) DispatchBatches(ctx context.Context, c *notify.Campaign) (wait t
 	if err := s.d.Dispatcher.EnqueuePrepare(ctx, n, from, to, delay); err != nil {
 		return 0, fmt.Errorf("dispatch %s: %w", c.ID, err)
 	}
-	if prev := from * s.chunk; prev < LargeSend && c.Cursor.Members >= LargeSend {
-		s.d.Logger.InfoContext(ctx, "large send started", "event", "large_send_started", "campaign_id", c.ID,
-			"service", c.Service, "category", c.Notification.Category, "channels", c.Notification.Channels)
+	if from*s.chunk < LargeSend && c.Cursor.Members >= LargeSend {
+		s.emit(ctx, s.largeSend(c))
 	}
 	next := c.Cursor.Clone()
 	next.ChunksEnqueued = to
@@ -330,9 +419,48 @@ func (s *Steps) Finish(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("finish %s: %w", id, err)
 	}
-	s.d.Logger.InfoContext(ctx, "campaign finished", "event", "campaign_finished", "campaign_id", id,
-		"service", c.Service, "members", c.Cursor.Members)
+	s.emit(ctx, notify.Event{Type: notify.EventCampaignFinished, Time: s.d.Clock.Now(), Service: c.Service,
+		CampaignID: id, Recipients: c.Cursor.Members, Detail: map[string]any{"chunks": s.chunks(c.Cursor.Members)}})
 	return nil
+}
+
+// Fail ends campaign c after a step failed permanently with err: the campaign moves to FAILED
+// (with err's message, as the API shows it) and campaign_failed is emitted. A retryable err, an
+// ECONFLICT or a canceled context changes nothing — the next step retries — and so does a
+// campaign that ended meanwhile. It reports whether it failed the campaign.
+func (s *Steps) Fail(ctx context.Context, c *notify.Campaign, err error) bool {
+	if err == nil || notify.IsRetryable(err) || notify.IsCode(err, notify.ECONFLICT) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	ferr := s.d.Campaigns.SetCampaignState(ctx, c.ID, notify.CampaignTransition{
+		To: notify.CampaignFailed, Error: notify.ErrorMessage(err), At: s.d.Clock.Now()}, active...)
+	if notify.IsCode(ferr, notify.ECONFLICT) {
+		return false // canceled, completed or failed by someone else: not ours to report
+	}
+	if ferr != nil {
+		s.d.Logger.ErrorContext(ctx, "mark campaign failed", "campaign_id", c.ID, "error", ferr)
+	}
+	if cur, gerr := s.d.Campaigns.GetCampaign(ctx, c.ID); gerr == nil {
+		c = cur // c may predate the failing step's pages; the event counts the members reached
+	}
+	s.emit(ctx, notify.Event{Type: notify.EventCampaignFailed, Time: s.d.Clock.Now(), Service: c.Service,
+		CampaignID: c.ID, Recipients: c.Cursor.Members,
+		Detail: map[string]any{"code": notify.ErrorCode(err), "error": notify.ErrorMessage(err)}})
+	return true
+}
+
+func (s *Steps) largeSend(c *notify.Campaign) notify.Event {
+	return notify.Event{Type: notify.EventLargeSendStarted, Time: s.d.Clock.Now(), Service: c.Service,
+		CampaignID: c.ID, Recipients: c.Cursor.Members,
+		Detail: map[string]any{"category": c.Notification.Category, "channels": c.Notification.Channels}}
+}
+
+// emit hands e to Events. Operator events are advisory: a failure is logged (the adapter counts
+// it) and never fails the step, which has already done its work.
+func (s *Steps) emit(ctx context.Context, e notify.Event) {
+	if err := s.d.Events.Emit(ctx, e); err != nil {
+		s.d.Logger.WarnContext(ctx, "operator event not emitted", "event", e.Type, "campaign_id", e.CampaignID, "error", err)
+	}
 }
 
 // Pause stops a running (or quiet-hours-paused) campaign until Resume. ECONFLICT otherwise.

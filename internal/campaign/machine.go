@@ -13,7 +13,8 @@ import (
 
 // The Step Functions state machine (infra/campaign.go) runs a campaign as
 //
-//	CheckWindow → (wait → Wait wait_seconds → CheckWindow | stop → Done | open) → FetchPage →
+//	CheckWindow → (wait → Wait wait_seconds → CheckWindow | stop → Done |
+//	continue → StartExecution next_execution → Done | open) → FetchPage →
 //	DispatchBatches (Map: one SQS message per entry of batches to prepare-bulk) → SaveCursor →
 //	(done → Done | → CheckWindow)
 //
@@ -26,6 +27,14 @@ import (
 // retried step (Lambda retries, a redriven execution) resumes from the saved cursor: a lost
 // FetchPage answer re-emits the same chunks (prepare is idempotent per chunk), a lost SaveCursor
 // answer finds the chunks already recorded.
+//
+// An execution is one generation of the campaign's run (see Executions): it is started with
+// {"campaign_id", "generation"} and counts its loop passes in MachineState.Iterations. Step
+// Functions keeps at most 25,000 history events per execution, so after MaxIterations passes
+// CheckWindow answers continue: the state machine starts generation+1 (named next_execution,
+// input {"campaign_id", "generation": generation+1}) and ends — continue-as-new, carrying nothing
+// else, since the cursor is in the store. CheckWindow also stops an execution whose next
+// generation exists (a resume started it), so one run goes on.
 
 // Machine step names, as the state machine sends them.
 const (
@@ -39,13 +48,15 @@ const (
 	WindowOpen = "open"
 	WindowWait = "wait"
 	WindowStop = "stop"
+	// WindowContinue ends this execution by starting generation+1 (continue-as-new).
+	WindowContinue = "continue"
 )
 
 // MachineState is a campaign execution's state, passed from step to step. It holds no
 // recipients: the batches only point into the notification's committed recipient list.
 type MachineState struct {
 	CampaignID  string `json:"campaign_id"`
-	Window      string `json:"window,omitempty"`       // CheckWindow's verdict: open, wait, stop
+	Window      string `json:"window,omitempty"`       // CheckWindow's verdict: open, wait, stop, continue
 	WaitSeconds int    `json:"wait_seconds,omitempty"` // for wait: how long the Wait state sleeps
 	// Batches are the prepare-bulk message bodies FetchPage emitted (the Map sends each).
 	Batches []json.RawMessage `json:"batches"`
@@ -54,6 +65,30 @@ type MachineState struct {
 	Done     bool `json:"done"` // SaveCursor: the campaign finished (or ended): stop the loop
 	// NotBefore keeps the campaign to its MaxRate: CheckWindow waits until then.
 	NotBefore time.Time `json:"not_before,omitzero"`
+	// Generation is this execution's place in the campaign's run, ExecutionName(id, generation);
+	// a run starts at 0. Always present: the state machine adds 1 to it to continue.
+	Generation int `json:"generation"`
+	// Iterations counts this execution's loop passes (CheckWindow calls).
+	Iterations int `json:"iterations"`
+	// NextExecution names generation+1 when Window is continue.
+	NextExecution string `json:"next_execution,omitempty"`
+}
+
+// historyBudget is how many of Step Functions' 25,000 history events per execution a campaign
+// execution plans to use; the rest is headroom for retried tasks and a page re-emitted after a
+// crash.
+const historyBudget = 20_000
+
+// MachineConfig tunes the state machine's steps. Zero fields take defaults.
+type MachineConfig struct {
+	// Executions lets CheckWindow stop an execution a newer generation superseded. Nil: no check
+	// (a single run, as in tests).
+	Executions Executions
+	// MaxIterations is how many loop passes one execution makes before it continues as new.
+	// Default: what fits historyBudget when every pass dispatches a full page — about 23 events
+	// for the three tasks and two choices, plus 8 per batch in the Map (190 passes for 5,000-member
+	// pages of 500-recipient chunks).
+	MaxIterations int
 }
 
 // PrepareBodiesFunc returns the prepare message bodies for chunks [from, to) of n.
@@ -61,37 +96,69 @@ type PrepareBodiesFunc func(n *notify.Notification, from, to int) ([]json.RawMes
 
 // Machine runs the state machine's Lambda steps over Steps.
 type Machine struct {
-	steps  *Steps
-	bodies PrepareBodiesFunc
+	steps         *Steps
+	bodies        PrepareBodiesFunc
+	executions    Executions
+	maxIterations int
 }
 
 // NewMachine returns the state machine's steps; bodies encodes prepare messages as the prepare
 // stage reads them.
-func NewMachine(steps *Steps, bodies PrepareBodiesFunc) *Machine {
-	return &Machine{steps: steps, bodies: bodies}
+func NewMachine(steps *Steps, bodies PrepareBodiesFunc, cfg MachineConfig) *Machine {
+	if cfg.MaxIterations <= 0 {
+		batches := (steps.pageSize + steps.chunk - 1) / steps.chunk
+		cfg.MaxIterations = max(1, historyBudget/(23+8*batches))
+	}
+	return &Machine{steps: steps, bodies: bodies, executions: cfg.Executions, maxIterations: cfg.MaxIterations}
 }
 
 // Run runs one step on st and returns the new state. EINVALID for an unknown step or a state
 // without a campaign id.
+//
+// A step that fails permanently would fail again however often it is retried, so it fails the
+// campaign, as the local Runner does (Steps.Fail: FAILED, and campaign_failed emitted); the
+// error is still returned, so the task shows it, and a retried step then finds the campaign
+// ended and stops.
 func (m *Machine) Run(ctx context.Context, step string, st MachineState) (MachineState, error) {
 	if st.CampaignID == "" {
 		return st, notify.Errorf(notify.EINVALID, "campaign step %s: state has no campaign_id", step)
 	}
+	var err error
 	switch step {
 	case StepCheckWindow:
-		return m.checkWindow(ctx, st)
+		st, err = m.checkWindow(ctx, st)
 	case StepFetchPage:
-		return m.fetchPage(ctx, st)
+		st, err = m.fetchPage(ctx, st)
 	case StepSaveCursor:
-		return m.saveCursor(ctx, st)
+		st, err = m.saveCursor(ctx, st)
+	default:
+		return st, notify.Errorf(notify.EINVALID, "unknown campaign step %q (CheckWindow, FetchPage, SaveCursor)", step)
 	}
-	return st, notify.Errorf(notify.EINVALID, "unknown campaign step %q (CheckWindow, FetchPage, SaveCursor)", step)
+	if err != nil && !notify.IsRetryable(err) && !notify.IsCode(err, notify.ECONFLICT) && ctx.Err() == nil {
+		if c, gerr := m.steps.d.Campaigns.GetCampaign(ctx, st.CampaignID); gerr == nil {
+			m.steps.Fail(ctx, c, err)
+		}
+	}
+	return st, err
 }
 
 func waitSeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
 
 func (m *Machine) checkWindow(ctx context.Context, st MachineState) (MachineState, error) {
-	st.Batches, st.Enqueued, st.Done, st.WaitSeconds = []json.RawMessage{}, 0, false, 0
+	st.Batches, st.Enqueued, st.Done, st.WaitSeconds, st.NextExecution = []json.RawMessage{}, 0, false, 0, ""
+	st.Iterations++
+	if m.executions != nil {
+		newer, _, err := m.executions.Started(ctx, st.CampaignID, st.Generation+1)
+		if err != nil {
+			return st, fmt.Errorf("check window %s: %w", st.CampaignID, err)
+		}
+		if newer {
+			m.steps.d.Logger.InfoContext(ctx, "campaign execution superseded", "campaign_id", st.CampaignID,
+				"generation", st.Generation)
+			st.Window = WindowStop
+			return st, nil
+		}
+	}
 	w, err := m.steps.CheckWindow(ctx, st.CampaignID)
 	if err != nil {
 		return st, err
@@ -107,6 +174,14 @@ func (m *Machine) checkWindow(ctx context.Context, st MachineState) (MachineStat
 		if now.Before(st.NotBefore) {
 			st.Window, st.WaitSeconds = WindowWait, waitSeconds(st.NotBefore.Sub(now))
 		}
+	}
+	// Continue only when open: a wait (NotBefore, quiet hours) is served here first, so the next
+	// generation needs nothing but the campaign id.
+	if st.Window == WindowOpen && st.Iterations > m.maxIterations {
+		st.Window, st.WaitSeconds = WindowContinue, 0
+		st.NextExecution = ExecutionName(st.CampaignID, st.Generation+1)
+		m.steps.d.Logger.InfoContext(ctx, "campaign execution continues as new", "campaign_id", st.CampaignID,
+			"generation", st.Generation, "next", st.NextExecution)
 	}
 	return st, nil
 }
@@ -154,8 +229,7 @@ func (m *Machine) fetchPage(ctx context.Context, st MachineState) (MachineState,
 		}
 		st.Enqueued = to
 		if from*s.chunk < LargeSend && c.Cursor.Members >= LargeSend {
-			s.d.Logger.InfoContext(ctx, "large send started", "event", "large_send_started", "campaign_id", c.ID,
-				"service", c.Service, "category", c.Notification.Category, "channels", c.Notification.Channels)
+			s.emit(ctx, s.largeSend(c))
 		}
 		if c.MaxRate > 0 {
 			per := time.Duration(float64(s.chunk) / float64(c.MaxRate) * float64(time.Second))

@@ -22,6 +22,10 @@ type Runner struct {
 
 	mu       sync.Mutex
 	notUntil map[string]time.Time // MaxRate waits of RUNNING campaigns
+
+	// Yield, when set, runs before each step: the local runtime uses it to let real-time work in
+	// flight finish first, since a step's page writes share the store's one writer with it.
+	Yield func(context.Context)
 }
 
 // NewRunner returns a runner over steps polling every poll (default 250ms).
@@ -38,7 +42,7 @@ var active = []notify.CampaignState{notify.CampaignScheduled, notify.CampaignRun
 
 // RunOnce gives every active campaign that is due one step and returns how many stepped and
 // still have pages ready right now. A failing campaign is logged and, when the failure is
-// permanent, marked FAILED; the others go on.
+// permanent, marked FAILED with campaign_failed emitted (Steps.Fail); the others go on.
 func (r *Runner) RunOnce(ctx context.Context) (ready int, err error) {
 	cs, err := r.campaigns.ListCampaigns(ctx, active...)
 	if err != nil {
@@ -51,6 +55,9 @@ func (r *Runner) RunOnce(ctx context.Context) (ready int, err error) {
 		}
 		if !r.due(c, now) {
 			continue
+		}
+		if r.Yield != nil {
+			r.Yield(ctx)
 		}
 		w, err := r.steps.Step(ctx, c.ID)
 		if err != nil {
@@ -89,16 +96,13 @@ func (r *Runner) fail(ctx context.Context, c *notify.Campaign, err error) {
 	if ctx.Err() != nil {
 		return
 	}
-	if notify.IsRetryable(err) || notify.IsCode(err, notify.ECONFLICT) {
+	switch {
+	case r.steps.Fail(ctx, c, err):
+		r.log.ErrorContext(ctx, "campaign step failed", "campaign_id", c.ID, "code", notify.ErrorCode(err), "error", err)
+	case notify.IsRetryable(err) || notify.IsCode(err, notify.ECONFLICT):
 		r.log.WarnContext(ctx, "campaign step failed; will retry", "campaign_id", c.ID, "error", err)
-		return
-	}
-	r.log.ErrorContext(ctx, "campaign failed", "event", "campaign_failed", "campaign_id", c.ID,
-		"service", c.Service, "error", err)
-	ferr := r.campaigns.SetCampaignState(ctx, c.ID, notify.CampaignTransition{
-		To: notify.CampaignFailed, Error: notify.ErrorMessage(err), At: r.clock.Now()}, active...)
-	if ferr != nil && !notify.IsCode(ferr, notify.ECONFLICT) {
-		r.log.ErrorContext(ctx, "mark campaign failed", "campaign_id", c.ID, "error", ferr)
+	default:
+		r.log.WarnContext(ctx, "campaign step failed after the campaign ended", "campaign_id", c.ID, "error", err)
 	}
 }
 

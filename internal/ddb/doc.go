@@ -23,6 +23,10 @@
 //	pk N#<id>#S#<00..15>  sk S              counter shard: total_<channel>, sent_<channel>,
 //	                                        failed_<channel>, skipped_<channel>, chunks_prepared
 //	pk N#<id>#C#<chunk>   sk C              prepared-chunk marker, ttl = 30 days
+//	pk B#<id>             sk B              inbox broadcast claim (doc: notify.Broadcast as JSON),
+//	                                        ttl from its ExpiresAt: PutBroadcast's idempotency
+//	pk BA#<app>#<00..07>  sk <expiry>#<id>  a copy of the broadcast per target app and read shard;
+//	                                        expiry first, so reads ask for sk > now only
 //
 // deliveries — pk id (S), TTL attribute ttl (30 days after creation). One item per delivery with
 // notification_id, nshard, sshard, user_id, channel, provider, app, address_masked, status,
@@ -53,6 +57,17 @@
 // is sparse — only unread items are in it — and serves UnreadCount and MarkAllRead. Local
 // indexes can be read consistently; they cap one user's inbox at 10 GB. TTL deletion is lazy (up
 // to days late), so every read filters on expires_at.
+//
+// Broadcasts (fan-out on read, DESIGN §6): a campaign's inbox for an app's devices is one
+// PutBroadcast — one transaction of the claim and 8 copies per target app, whatever the
+// audience — and a user's marker of one (sk B#<broadcast id>: read_at, deleted, ttl; without ord
+// or unread, so in neither local index) is written only by MarkRead, MarkAllRead or
+// DeleteInboxItem. Every inbox read merges the user's visible broadcasts: a Query of their
+// devices, per app an eventually consistent Query of their shard (hash(user) mod 8) of the app's
+// unexpired broadcasts, the preferences, and one BatchGetItem of their marker and any own item
+// with each candidate's id — about 3 + 2·n RCU with n candidate broadcasts (broadcasts are few
+// per app), 1 RCU for a user without devices. The 8 copies spread an app's inbox reads over 8
+// partitions.
 //
 // # Conditional and transactional writes
 //
@@ -95,7 +110,9 @@
 //     updated_at <= seenBefore).
 //   - Inbox writes: PutItem attribute_not_exists (a redelivered item leaves the stored one as it
 //     is), MarkRead/MarkAllRead UpdateItem attribute_not_exists(read_at), DeleteInboxItem
-//     attribute_exists.
+//     attribute_exists; on a broadcast (no own item) they UpdateItem the user's marker instead,
+//     conditioned on attribute_not_exists(deleted) (and attribute_not_exists(read_at) to read).
+//     PutBroadcast is one TransactWriteItems of the claim (attribute_not_exists) and its copies.
 //
 // Transactions carry a fresh ClientRequestToken, so the SDK's retry of a request whose answer
 // was lost cannot apply it twice. TransactionConflict and throttling reasons (and
@@ -115,7 +132,9 @@
 // cursor (base64url of the last item's ord, from which the LastEvaluatedKey is rebuilt).
 // UnreadCount is a Select COUNT Query of the sparse unread index: it reads every unread entry of
 // the user (index entries are ~100 bytes, so ~40 per 0.5 RCU), cheap for a normal inbox and
-// proportional to the backlog for one with thousands unread.
+// proportional to the backlog for one with thousands unread. ListInbox, UnreadCount and the
+// inbox writes that fall through to a broadcast also read the user's visible broadcasts (see
+// the inbox table above for what that costs).
 //
 // # Errors
 //

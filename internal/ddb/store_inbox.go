@@ -3,7 +3,10 @@ package ddb
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -93,15 +96,20 @@ func (s *Store) PutInboxItems(ctx context.Context, items []notify.InboxItem) err
 func (s *Store) ListInbox(ctx context.Context, userID, cursor string, limit int, now time.Time) ([]notify.InboxItem, string, error) {
 	op := "list inbox of " + userID
 	limit = clampLimit(limit)
-	var start dynamo.PagingKey
+	var (
+		start     dynamo.PagingKey
+		cursorOrd string
+	)
 	if cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(cursor)
-		ord := string(b)
-		_, id, ok := strings.Cut(ord, "#")
+		cursorOrd = string(b)
+		_, id, ok := strings.Cut(cursorOrd, "#")
 		if err != nil || !ok || id == "" {
 			return nil, "", wrapErr(op, notify.FieldError("cursor", "malformed cursor"))
 		}
-		start = dynamo.PagingKey{attrInboxUser: strAttr(userID), attrInboxID: strAttr(id), attrInboxOrder: strAttr(ord)}
+		// The last item of the previous page may have been a broadcast, which has no item in
+		// the index: the start key is only a position in it, so that works the same.
+		start = dynamo.PagingKey{attrInboxUser: strAttr(userID), attrInboxID: strAttr(id), attrInboxOrder: strAttr(cursorOrd)}
 	}
 	var rows []inboxItem
 	// Each request reads at most what is still wanted (plus one to learn whether a next page
@@ -125,14 +133,25 @@ func (s *Store) ListInbox(ctx context.Context, userID, cursor string, limit int,
 		}
 		start = lek
 	}
-	next := ""
-	if len(rows) > limit {
-		rows = rows[:limit]
-		next = base64.RawURLEncoding.EncodeToString([]byte(rows[limit-1].Ord))
-	}
-	items := make([]notify.InboxItem, len(rows))
+	own := make([]notify.InboxItem, len(rows))
 	for i, r := range rows {
-		items[i] = r.item()
+		own[i] = r.item()
+	}
+	bs, err := s.visibleBroadcasts(ctx, userID, now)
+	if err != nil {
+		return nil, "", wrapErr(op, err)
+	}
+	var after []notify.InboxItem
+	for _, b := range bs {
+		if cursor == "" || inboxOrd(b.CreatedAt, b.ID) < cursorOrd {
+			after = append(after, b)
+		}
+	}
+	items, more := notify.MergeInbox(own, after, limit)
+	next := ""
+	if more {
+		last := items[limit-1]
+		next = base64.RawURLEncoding.EncodeToString([]byte(inboxOrd(last.CreatedAt, last.ID)))
 	}
 	return items, next, nil
 }
@@ -146,6 +165,15 @@ func (s *Store) UnreadCount(ctx context.Context, userID string, now time.Time) (
 		Filter(notExpired, attrInboxExpiry, attrInboxExpiry, nanos(now)).Count(ctx)
 	if err != nil {
 		return 0, wrapErr("unread count of "+userID, err)
+	}
+	bs, err := s.visibleBroadcasts(ctx, userID, now)
+	if err != nil {
+		return 0, wrapErr("unread count of "+userID, err)
+	}
+	for _, b := range bs {
+		if b.ReadAt == nil {
+			n++
+		}
 	}
 	return n, nil
 }
@@ -168,10 +196,11 @@ func (s *Store) markReadInput(userID, id string, at time.Time) *dynamodb.UpdateI
 // MarkRead implements notify.InboxStore. An item already read keeps its first ReadAt.
 func (s *Store) MarkRead(ctx context.Context, userID, id string, at time.Time) error {
 	op := fmt.Sprintf("mark inbox item %s read", id)
-	_, err := s.updateItem(ctx, s.markReadInput(userID, id, s.nowOr(at)))
+	at = s.nowOr(at)
+	_, err := s.updateItem(ctx, s.markReadInput(userID, id, at))
 	if old, failed := condFailedItem(err); failed {
 		if old == nil {
-			return wrapErr(op, notify.Errorf(notify.ENOTFOUND, "inbox item not found"))
+			return wrapErr(op, s.markBroadcast(ctx, userID, id, at, false))
 		}
 		return nil // already read
 	}
@@ -206,15 +235,306 @@ func (s *Store) MarkAllRead(ctx context.Context, userID string, at time.Time) (i
 	if err != nil {
 		return int(changed.Load()), wrapErr(op, err)
 	}
+	bs, err := s.visibleBroadcasts(ctx, userID, at)
+	if err != nil {
+		return int(changed.Load()), wrapErr(op, err)
+	}
+	var unread []notify.InboxItem
+	for _, b := range bs {
+		if b.ReadAt == nil {
+			unread = append(unread, b)
+		}
+	}
+	err = forEach(ctx, len(unread), func(ctx context.Context, i int) error {
+		// Counted only if this call wrote the read mark (not a concurrent MarkRead).
+		_, err := s.updateItem(ctx, s.markInput(userID, unread[i], at, false))
+		if _, failed := condFailedItem(err); failed {
+			return nil
+		}
+		if err == nil {
+			changed.Add(1)
+		}
+		return err
+	})
+	if err != nil {
+		return int(changed.Load()), wrapErr(op, err)
+	}
 	return int(changed.Load()), nil
 }
 
-// DeleteInboxItem implements notify.InboxStore.
+// DeleteInboxItem implements notify.InboxStore: an own item is deleted; a broadcast gets the
+// user's deleted marker.
 func (s *Store) DeleteInboxItem(ctx context.Context, userID, id string) error {
 	op := fmt.Sprintf("delete inbox item %s", id)
 	err := s.inbox().Delete(attrInboxUser, userID).Range(attrInboxID, id).If("attribute_exists($)", attrInboxUser).Run(ctx)
 	if dynamo.IsCondCheckFailed(err) {
-		return wrapErr(op, notify.Errorf(notify.ENOTFOUND, "inbox item not found"))
+		return wrapErr(op, s.markBroadcast(ctx, userID, id, s.now(), true))
 	}
 	return wrapErr(op, err)
+}
+
+// Broadcast items (fan-out on read; see the package doc). In the notifications table:
+//
+//	pk B#<id>                sk B                      the broadcast's claim: what makes PutBroadcast
+//	                                                   idempotent by id
+//	pk BA#<app>#<shard>      sk <expiry, 20 digits>#<id> a copy of the broadcast (doc) for the
+//	                                                   readers of one shard of the app
+//
+// and in the inbox table, beside a user's own items, the user's marker of a broadcast:
+//
+//	user_id <user>  id B#<id>  read_at, deleted, ttl (no ord: in neither local index)
+//
+// The expiry leads the index sort key, so a read asks only for unexpired broadcasts (sk >
+// now) and never pays for expired ones TTL has not deleted yet. Every inbox read of an app's
+// users reads that app's broadcast partition: broadcastShards copies spread those reads (a user
+// always reads shard hash(user) mod broadcastShards) so a popular app's inbox traffic is not
+// held to one partition's 3,000 RCU.
+const (
+	skBroadcast     = "B"
+	broadcastShards = 8
+	// broadcastMaxApps keeps the claim and every app's copies in one transaction (≤ 100 items).
+	broadcastMaxApps = (txMaxItems - 1) / broadcastShards
+	markerPfx        = "B#"
+)
+
+func broadcastPK(id string) string { return "B#" + id }
+
+func broadcastIndexPK(app string, shard int) string { return fmt.Sprintf("BA#%s#%02d", app, shard) }
+
+// broadcastExpirySK orders by expiry (sign bit flipped, as inboxOrd); never expiring sorts last.
+func broadcastExpirySK(expires *time.Time, id string) string {
+	return broadcastExpiryKey(expires) + "#" + id
+}
+
+func broadcastExpiryKey(expires *time.Time) string {
+	if expires == nil {
+		return fmt.Sprintf("%020d", ^uint64(0))
+	}
+	return fmt.Sprintf("%020d", uint64(expires.UnixNano())^(1<<63))
+}
+
+// broadcastItem is the claim and each index copy.
+type broadcastItem struct {
+	PK        string `dynamo:"pk"`
+	SK        string `dynamo:"sk"`
+	ID        string `dynamo:"id"`
+	CreatedAt int64  `dynamo:"created_at"`
+	ExpiresAt *int64 `dynamo:"expires_at,omitempty"`
+	TTL       *int64 `dynamo:"ttl,omitempty"`
+	Doc       []byte `dynamo:"doc"` // notify.Broadcast as JSON; created_at and expires_at win
+}
+
+// markerItem is a user's read or deleted marker of a broadcast.
+type markerItem struct {
+	UserID  string `dynamo:"user_id"`
+	ID      string `dynamo:"id"`
+	ReadAt  *int64 `dynamo:"read_at,omitempty"`
+	Deleted bool   `dynamo:"deleted,omitempty"`
+}
+
+// PutBroadcast implements notify.InboxStore: one TransactWriteItems of the claim (guarded by
+// attribute_not_exists) and broadcastShards copies per target app — 1 + 8·apps items, whatever
+// the audience. A claim that exists cancels the whole transaction, so a stored broadcast (and
+// every marker of it) stays as it is. ETOOLARGE for more than broadcastMaxApps apps.
+func (s *Store) PutBroadcast(ctx context.Context, b notify.Broadcast) error {
+	if err := b.Validate(); err != nil {
+		return wrapErr("put broadcast", err)
+	}
+	op := "put broadcast " + b.ID
+	apps := b.Apps()
+	if len(apps) > broadcastMaxApps {
+		return wrapErr(op, notify.Errorf(notify.ETOOLARGE, "%d target apps; at most %d", len(apps), broadcastMaxApps))
+	}
+	b.CreatedAt = s.nowOr(b.CreatedAt)
+	doc, err := json.Marshal(&b)
+	if err != nil {
+		return wrapErr(op, fmt.Errorf("encode: %w", err))
+	}
+	base := broadcastItem{ID: b.ID, CreatedAt: nanos(b.CreatedAt), ExpiresAt: nanosPtr(b.ExpiresAt), Doc: doc}
+	if b.ExpiresAt != nil {
+		ttl := ttlOf(*b.ExpiresAt)
+		base.TTL = &ttl
+	}
+	claim := base
+	claim.PK, claim.SK = broadcastPK(b.ID), skBroadcast
+	claimPut, err := s.putIfAbsent(s.tables.Notifications, claim)
+	if err != nil {
+		return wrapErr(op, err)
+	}
+	items := []types.TransactWriteItem{claimPut}
+	for _, app := range apps {
+		for shard := range broadcastShards {
+			c := base
+			c.PK, c.SK = broadcastIndexPK(app, shard), broadcastExpirySK(b.ExpiresAt, b.ID)
+			av, err := dynamo.MarshalItem(c)
+			if err != nil {
+				return wrapErr(op, err)
+			}
+			items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.tables.Notifications), Item: av}})
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		err = s.transact(ctx, items)
+		reasons, canceled := cancelReasons(err)
+		if canceled && reasonCode(reasons, 0) == "ConditionalCheckFailed" {
+			return nil // stored before: left as it is
+		}
+		if err == nil || !worthRetry(err, reasons, canceled) || attempt+1 >= txAttempts {
+			return wrapErr(op, err)
+		}
+		if err := pause(ctx, attempt); err != nil {
+			return wrapErr(op, err)
+		}
+	}
+}
+
+// visibleBroadcasts returns the broadcasts userID sees at now as inbox items (ReadAt from their
+// marker), in no particular order. Its reads, each only when the one before found something: a
+// consistent Query of the user's devices; per app of those devices, an eventually consistent
+// Query of the user's shard of the app's unexpired broadcasts (each broadcast is a few hundred
+// bytes: one request, 0.5 RCU per 4 KB); a GetItem of the preferences; one consistent
+// BatchGetItem of the user's marker and own item of every candidate (1 RCU each). A user
+// without devices costs one Query; one with a handful of broadcasts about 3 + 2·n RCU.
+// Eventually consistent: a broadcast can take a moment (typically under a second) to appear,
+// which is far less than its campaign takes to send.
+func (s *Store) visibleBroadcasts(ctx context.Context, userID string, now time.Time) ([]notify.InboxItem, error) {
+	devices, err := s.ListDevices(ctx, []string{userID})
+	if err != nil {
+		return nil, err
+	}
+	ds := devices[userID]
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	apps := make([]string, 0, len(ds))
+	for _, d := range ds {
+		apps = append(apps, d.App)
+	}
+	slices.Sort(apps)
+	apps = slices.Compact(apps)
+	shard := shardOf(userID, broadcastShards)
+	found := make([][]broadcastItem, len(apps))
+	err = forEach(ctx, len(apps), func(ctx context.Context, i int) error {
+		err := s.db.Table(s.tables.Notifications).Get(attrPK, broadcastIndexPK(apps[i], shard)).
+			Range(attrSK, dynamo.Greater, broadcastExpiryKey(&now)+"$").All(ctx, &found[i])
+		if err != nil {
+			return fmt.Errorf("query broadcasts of %s: %w", apps[i], err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var bs []notify.Broadcast
+	for _, items := range found {
+		for _, it := range items {
+			if seen[it.ID] {
+				continue // targets two of the user's apps
+			}
+			seen[it.ID] = true
+			var b notify.Broadcast
+			if err := json.Unmarshal(it.Doc, &b); err != nil {
+				return nil, fmt.Errorf("decode broadcast %s: %w", it.ID, err)
+			}
+			b.CreatedAt, b.ExpiresAt = timeOf(it.CreatedAt), timePtr(it.ExpiresAt)
+			bs = append(bs, b)
+		}
+	}
+	if len(bs) == 0 {
+		return nil, nil
+	}
+	prefs, err := s.GetPreferences(ctx, []string{userID})
+	if err != nil {
+		return nil, err
+	}
+	bs = slices.DeleteFunc(bs, func(b notify.Broadcast) bool { return !b.Reaches(ds, prefs[userID]) })
+	if len(bs) == 0 {
+		return nil, nil
+	}
+	// The user's marker of each candidate, and any own item with its id: an own item (the
+	// campaign also reached the user through a user list) shadows the broadcast.
+	keys := make([]dynamo.Keyed, 0, 2*len(bs))
+	for _, b := range bs {
+		keys = append(keys, dynamo.Keys{userID, markerPfx + b.ID}, dynamo.Keys{userID, b.ID})
+	}
+	var got []markerItem
+	err = s.inbox().Batch(attrInboxUser, attrInboxID).Get(keys...).Consistent(true).All(ctx, &got)
+	if err != nil && !errors.Is(err, dynamo.ErrNotFound) {
+		return nil, fmt.Errorf("read inbox markers: %w", err)
+	}
+	marks := make(map[string]markerItem, len(got))
+	hidden := map[string]bool{}
+	for _, m := range got {
+		if id, ok := strings.CutPrefix(m.ID, markerPfx); ok {
+			marks[id] = m
+			hidden[id] = hidden[id] || m.Deleted
+		} else {
+			hidden[m.ID] = true
+		}
+	}
+	out := make([]notify.InboxItem, 0, len(bs))
+	for _, b := range bs {
+		if !hidden[b.ID] {
+			out = append(out, b.Item(userID, timePtr(marks[b.ID].ReadAt)))
+		}
+	}
+	return out, nil
+}
+
+// markInput writes userID's marker of broadcast b — read at `at` unless read already, or
+// deleted — unless the user deleted it already. The marker expires with the broadcast.
+func (s *Store) markInput(userID string, b notify.InboxItem, at time.Time, deleted bool) *dynamodb.UpdateItemInput {
+	e := newExpr()
+	cond := "attribute_not_exists(" + e.n("deleted") + ")"
+	var set []string
+	if deleted {
+		set = append(set, e.n("deleted")+" = "+e.v(&types.AttributeValueMemberBOOL{Value: true}))
+	} else {
+		set = append(set, e.n("read_at")+" = "+e.i(nanos(at)))
+		cond += " AND attribute_not_exists(" + e.n("read_at") + ")"
+	}
+	if b.ExpiresAt != nil {
+		set = append(set, e.n(attrTTL)+" = "+e.i(ttlOf(*b.ExpiresAt)))
+	}
+	return &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.tables.Inbox),
+		Key:                                 map[string]types.AttributeValue{attrInboxUser: strAttr(userID), attrInboxID: strAttr(markerPfx + b.ID)},
+		UpdateExpression:                    aws.String(updateExpr(set, nil, nil)),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            e.nameMap(),
+		ExpressionAttributeValues:           e.valueMap(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
+// markBroadcast writes userID's marker of broadcast id if the broadcast is visible to them at
+// `at`; ENOTFOUND if it is not, or if they deleted it meanwhile. A read marker keeps the first
+// read_at.
+func (s *Store) markBroadcast(ctx context.Context, userID, id string, at time.Time, deleted bool) error {
+	bs, err := s.visibleBroadcasts(ctx, userID, at)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(bs, func(it notify.InboxItem) bool { return it.ID == id })
+	if i < 0 {
+		return notify.Errorf(notify.ENOTFOUND, "inbox item not found")
+	}
+	if !deleted && bs[i].ReadAt != nil {
+		return nil
+	}
+	_, err = s.updateItem(ctx, s.markInput(userID, bs[i], at, deleted))
+	if old, failed := condFailedItem(err); failed {
+		var m markerItem
+		if old != nil {
+			if err := dynamo.UnmarshalItem(old, &m); err != nil {
+				return err
+			}
+		}
+		if m.Deleted || deleted {
+			return notify.Errorf(notify.ENOTFOUND, "inbox item not found")
+		}
+		return nil // read meanwhile: the first read_at stays
+	}
+	return err
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,9 @@ type Options struct {
 	SandboxInMemory bool
 	Logger          *slog.Logger
 	Clock           notify.Clock
+	// Events receive the operator events (large_send_started, campaign_finished,
+	// campaign_failed); nil: one log line each on Logger (notify.LogEvents).
+	Events notify.Events
 }
 
 // Runtime is a running local Herald.
@@ -76,6 +80,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	if o.Clock == nil {
 		o.Clock = notify.SystemClock{}
+	}
+	if o.Events == nil {
+		o.Events = notify.LogEvents{Logger: o.Logger}
 	}
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("local: data dir: %w", err)
@@ -142,6 +149,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		return nil, err
 	}
 	r.closers = append([]func() error{closeSenders}, r.closers...)
+	for i := range senders {
+		senders[i] = yielding{senders[i]}
+	}
 
 	p := o.Config.Providers
 	limiter := ratelimit.New(map[string]ratelimit.Rate{
@@ -152,6 +162,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}, o.Clock)
 	r.Pipeline = pipeline.New(pipeline.Deps{
 		Store: r.Store, Queue: r.Queue, Senders: senders, Limiter: limiter, Clock: o.Clock, Logger: o.Logger,
+		Events: o.Events,
 	}, pipeline.Config{
 		MaxAttempts: o.Config.Retry.MaxAttempts,
 		RetryBase:   o.Config.Retry.Base.D(),
@@ -164,8 +175,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 
 	r.Campaigns = campaign.New(campaign.Deps{
 		Campaigns: r.Store, Audience: r.Store, Notifications: r.Store, Dispatcher: r.Pipeline,
-		Clock: o.Clock, Logger: o.Logger,
-	}, campaign.Config{})
+		Broadcasts: r.Store, Clock: o.Clock, Logger: o.Logger, Events: o.Events,
+	}, campaign.Config{InboxTTL: o.Config.Inbox.TTL.D()})
 
 	// API first, so a port conflict fails before any work starts.
 	ln, err := net.Listen("tcp", o.Addr)
@@ -199,8 +210,12 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.cancel = cancel
+	gate := &Gate{MaxHold: 250 * time.Millisecond}
 	for _, c := range consumers {
 		c.Handler = r.handlerFor(c)
+		c.Gate = gate
+		c.Foreground = c.stage == notify.StageIngest || strings.HasSuffix(c.Queue, "-"+string(notify.LaneRealtime))
+		c.Background = strings.HasSuffix(c.Queue, "-"+string(notify.LaneBulk))
 		pool(wctx, r.Queue, c.Consumer, o.Logger, &r.workers)
 	}
 	r.loops.Add(1)
@@ -208,7 +223,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	r.loops.Add(1)
 	go func() {
 		defer r.loops.Done()
-		campaign.NewRunner(r.Campaigns, 250*time.Millisecond).Run(wctx)
+		runner := campaign.NewRunner(r.Campaigns, 250*time.Millisecond)
+		runner.Yield = gate.yield
+		runner.Run(wctx)
 	}()
 	return r, nil
 }

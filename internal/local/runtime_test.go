@@ -342,6 +342,35 @@ func TestCampaignEndToEnd(t *testing.T) {
 			t.Fatalf("sandbox got %d deliveries for %s, want 1", n, tok)
 		}
 	}
+	// The operator events, as the local runtime emits them: one log line each.
+	evs := e.events(c.ID)
+	if len(evs) != 2 || evs[0].Event != notify.EventLargeSendStarted || evs[1].Event != notify.EventCampaignFinished ||
+		evs[1].Recipients != len(tokens) || evs[1].Service != "demo" {
+		t.Fatalf("operator events for %s = %+v, want large_send_started then campaign_finished with %d recipients", c.ID, evs, len(tokens))
+	}
+}
+
+type eventLine struct {
+	Event      string `json:"event"`
+	Service    string `json:"service"`
+	CampaignID string `json:"campaign_id"`
+	Recipients int    `json:"recipients"`
+}
+
+// events returns the operator event lines the runtime logged for campaign id, in order.
+func (e *env) events(id string) []eventLine {
+	e.t.Helper()
+	var out []eventLine
+	for _, line := range strings.Split(strings.TrimSpace(e.log.String()), "\n") {
+		var l eventLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			e.t.Fatalf("log line %q: %v", line, err)
+		}
+		if l.Event != "" && l.CampaignID == id {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func TestReservedSendFiresOnce(t *testing.T) {

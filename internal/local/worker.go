@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"herald/internal/notify"
@@ -22,6 +23,35 @@ type Consumer struct {
 	Handler        pipeline.Handler
 	RetryBase      time.Duration
 	RetryMax       time.Duration
+	// Gate, when set, gives the realtime lane the machine: a Foreground consumer marks its
+	// batches busy; a Background one holds off starting a batch while any is.
+	Gate       *Gate
+	Foreground bool
+	Background bool
+}
+
+// Gate is the local runtime's lane priority. In AWS each lane has its own Lambdas and nothing is
+// shared; in one process on a small machine the bulk lane's batches compete with real-time ones
+// for the CPU and the single SQLite writer, so bulk workers yield at batch boundaries: while a
+// real-time batch is in flight they wait (up to MaxHold each time, so a steady real-time stream
+// slows a campaign down but never stops it).
+type Gate struct {
+	MaxHold time.Duration
+	busy    atomic.Int64
+}
+
+func (g *Gate) enter() { g.busy.Add(1) }
+func (g *Gate) leave() { g.busy.Add(-1) }
+
+// yield waits while real-time work is in flight, up to MaxHold.
+func (g *Gate) yield(ctx context.Context) {
+	if g.busy.Load() == 0 {
+		return
+	}
+	deadline := time.Now().Add(g.MaxHold)
+	for g.busy.Load() > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // pool runs c's workers until ctx ends; in-flight batches finish (drain) before it returns.
@@ -53,7 +83,17 @@ func worker(ctx context.Context, q notify.Queue, c Consumer, log *slog.Logger) {
 			continue
 		}
 		// The batch runs to completion even when shutdown begins: that is the drain.
-		handle(context.WithoutCancel(ctx), q, c, msgs, log)
+		switch {
+		case c.Gate != nil && c.Foreground:
+			c.Gate.enter()
+			handle(context.WithoutCancel(ctx), q, c, msgs, log)
+			c.Gate.leave()
+		case c.Gate != nil && c.Background:
+			c.Gate.yield(ctx)
+			handle(context.WithValue(context.WithoutCancel(ctx), gateKey{}, c.Gate), q, c, msgs, log)
+		default:
+			handle(context.WithoutCancel(ctx), q, c, msgs, log)
+		}
 	}
 }
 
@@ -134,4 +174,39 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+type gateKey struct{}
+
+// yieldSlice is how many messages a bulk batch sends between two yields to the realtime lane.
+const yieldSlice = 50
+
+// yielding sends a background batch in slices, yielding to real-time work between them, so a
+// 500-token bulk batch does not hold the CPU against a password-reset push for its whole length.
+// Foreground batches (no gate in their context) go through in one call.
+type yielding struct{ notify.Sender }
+
+func (y yielding) Send(ctx context.Context, msgs []notify.OutboundMessage) ([]notify.SendResult, error) {
+	g, _ := ctx.Value(gateKey{}).(*Gate)
+	if g == nil || len(msgs) <= yieldSlice {
+		return y.Sender.Send(ctx, msgs)
+	}
+	out := make([]notify.SendResult, 0, len(msgs))
+	for len(msgs) > 0 {
+		part := msgs[:min(yieldSlice, len(msgs))]
+		msgs = msgs[len(part):]
+		g.yield(ctx)
+		res, err := y.Sender.Send(ctx, part)
+		if err == nil && len(res) != len(part) {
+			err = notify.Errorf(notify.EINTERNAL, "%s sender returned %d results for %d messages", y.Provider(), len(res), len(part))
+		}
+		if err != nil { // this slice failed as a whole; the others keep their own results
+			res = make([]notify.SendResult, len(part))
+			for i := range part {
+				res[i] = notify.SendResult{DeliveryID: part[i].DeliveryID, Err: err}
+			}
+		}
+		out = append(out, res...)
+	}
+	return out, nil
 }

@@ -130,19 +130,36 @@ type SuppressionStore interface {
 	Suppressed(ctx context.Context, addressKeys []string) (map[string]Suppression, error)
 }
 
-// InboxStore keeps users' in-app inboxes. Expired items are invisible to every read.
+// InboxStore keeps users' in-app inboxes: each user's own items (PutInboxItems, one per user)
+// merged with the broadcasts that target them (PutBroadcast, one for a whole app audience: fan-out
+// on read, DESIGN §6). A broadcast a user can see — unexpired, notify.Broadcast.Reaches their
+// devices and preferences as they are at the read, not deleted by them, and not shadowed by an
+// own item with the same id — is an item of their inbox like any other in every method below.
+// Reading it writes nothing; MarkRead, MarkAllRead and DeleteInboxItem write a per-user marker
+// (read at, deleted) and nothing else. Expired items are invisible to every read.
 type InboxStore interface {
 	// PutInboxItems stores items; an existing (UserID, ID) is left as it is (idempotent).
 	PutInboxItems(ctx context.Context, items []InboxItem) error
-	// ListInbox returns a user's items newest first; cursor "" starts, next "" means the end.
+	// PutBroadcast stores b once for every user it targets, with a number of writes that does not
+	// depend on the audience. An existing b.ID is left as it is, with every user's marker
+	// (idempotent). EINVALID if b.Validate fails.
+	PutBroadcast(ctx context.Context, b Broadcast) error
+	// ListInbox returns a user's items and visible broadcasts newest first (CompareInbox);
+	// cursor "" starts, next "" means the end. An item or broadcast arriving between pages does
+	// not shift the rest of a walk.
 	ListInbox(ctx context.Context, userID, cursor string, limit int, now time.Time) (items []InboxItem, next string, err error)
-	// UnreadCount counts unexpired unread items.
+	// UnreadCount counts unexpired unread items and visible broadcasts the user has not read.
 	UnreadCount(ctx context.Context, userID string, now time.Time) (int, error)
-	// MarkRead marks one item read (idempotent); ENOTFOUND if the user has no such item.
+	// MarkRead marks one item read (idempotent: the first ReadAt stays); for a broadcast it writes
+	// the user's read marker. ENOTFOUND if the user has no such item and no such visible
+	// broadcast at `at`.
 	MarkRead(ctx context.Context, userID, id string, at time.Time) error
-	// MarkAllRead marks every unread item read and returns how many changed.
+	// MarkAllRead marks every unread item and every unread visible broadcast read and returns how
+	// many changed.
 	MarkAllRead(ctx context.Context, userID string, at time.Time) (int, error)
-	// DeleteInboxItem removes one item; ENOTFOUND if the user has no such item.
+	// DeleteInboxItem removes one item; a broadcast is hidden from this user only (a deleted
+	// marker), for good. ENOTFOUND if the user has no such item and no such visible broadcast.
+	// A broadcast's visibility here is judged at the store's clock.
 	DeleteInboxItem(ctx context.Context, userID, id string) error
 }
 

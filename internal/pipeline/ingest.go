@@ -115,6 +115,8 @@ func (p *Pipeline) fire(ctx context.Context, f notify.FireMessage) error {
 
 // fanOut enqueues one prepare message per chunk and then marks the notification PROCESSING, so
 // PROCESSING implies every chunk is enqueued; a crash in between re-runs it (prepare is idempotent).
+// The one fan-out that makes the move emits large_send_started for a notification of at least
+// notify.LargeSend recipients.
 func (p *Pipeline) fanOut(ctx context.Context, n *notify.Notification) error {
 	chunks := n.Stats.ChunksTotal
 	if chunks == 0 {
@@ -133,6 +135,11 @@ func (p *Pipeline) fanOut(ctx context.Context, n *notify.Notification) error {
 	err := p.store.SetNotificationStatus(ctx, n.ID, notify.StatusProcessing, notify.StatusAccepted)
 	if err != nil && !errors.Is(err, context.Canceled) && !notify.IsCode(err, notify.ECONFLICT) {
 		return fmt.Errorf("fan out %s: %w", n.ID, err)
+	}
+	if err == nil && n.RecipientCount >= notify.LargeSend {
+		p.emit(ctx, notify.Event{Type: notify.EventLargeSendStarted, Time: p.clock.Now(), Service: n.Service,
+			NotificationID: n.ID, Recipients: n.RecipientCount,
+			Detail: map[string]any{"category": n.Category, "channels": n.Channels, "chunks": chunks}})
 	}
 	p.log.InfoContext(ctx, "notification accepted", "notification_id", n.ID, "service", n.Service,
 		"category", n.Category, "channels", n.Channels, "recipients", len(n.Recipients), "chunks", chunks, "lane", lane(n))

@@ -69,6 +69,7 @@ type Pipeline struct {
 	clock   notify.Clock
 	log     *slog.Logger
 	metrics notify.Metrics
+	events  notify.Events
 	cfg     Config
 
 	cacheMu sync.Mutex
@@ -89,6 +90,7 @@ type Deps struct {
 	Clock   notify.Clock       // nil: system clock
 	Logger  *slog.Logger       // nil: slog.Default()
 	Metrics notify.Metrics     // nil: none
+	Events  notify.Events      // operator events (large_send_started); nil: logged on Logger only
 }
 
 // New returns a Pipeline.
@@ -101,6 +103,7 @@ func New(d Deps, cfg Config) *Pipeline {
 		clock:   d.Clock,
 		log:     d.Logger,
 		metrics: d.Metrics,
+		events:  d.Events,
 		cfg:     cfg.withDefaults(),
 		cache:   map[string]cachedNotification{},
 	}
@@ -113,7 +116,18 @@ func New(d Deps, cfg Config) *Pipeline {
 	if p.log == nil {
 		p.log = slog.Default()
 	}
+	if p.events == nil {
+		p.events = notify.LogEvents{Logger: p.log}
+	}
 	return p
+}
+
+// emit hands e to the operator events. They are advisory: a failure is logged (the adapter
+// counts it) and never fails the message that caused it.
+func (p *Pipeline) emit(ctx context.Context, e notify.Event) {
+	if err := p.events.Emit(ctx, e); err != nil {
+		p.log.WarnContext(ctx, "operator event not emitted", "event", e.Type, "notification_id", e.NotificationID, "error", err)
+	}
 }
 
 func (p *Pipeline) metric(ctx context.Context, name string, value int, dims map[string]string) {

@@ -211,11 +211,13 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 			pref := prefs[r.UserID]
 			c := contacts[r.UserID]
 			// A recipient that names one of the user's devices (an app-devices audience) is
-			// reached on that device and in the inbox; the user's other devices are members of
-			// their own, and email and SMS belong to user audiences.
+			// reached on that device only; the user's other devices are members of their own,
+			// email and SMS belong to user audiences, and the inbox of an app-devices audience is
+			// the campaign's one broadcast (campaign.Steps.SaveCursor), merged into the inbox
+			// reads of the users it targets: no item, and no delivery, per member.
 			device := r.FCMToken + r.APNsToken
 			for _, ch := range n.Channels {
-				if device != "" && (ch == notify.ChannelEmail || ch == notify.ChannelSMS) {
+				if device != "" && (ch == notify.ChannelEmail || ch == notify.ChannelSMS || ch == notify.ChannelInbox) {
 					continue
 				}
 				if ok, reason := pref.Allows(ch, n.Category); !ok {

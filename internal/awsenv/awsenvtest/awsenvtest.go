@@ -1,5 +1,6 @@
 // Package awsenvtest sets up the AWS runtime's world for tests: DynamoDB Local tables, the SQS
-// fake with every queue and its DLQ, the sandbox providers, and the environment a function reads.
+// fake with every queue and its DLQ, an EventBridge fake, the sandbox providers, and the
+// environment a function reads.
 // The same world drives handlers in-process and built function binaries under aws-lambda-rie.
 package awsenvtest
 
@@ -26,6 +27,7 @@ import (
 	"herald/internal/awsenv"
 	"herald/internal/awsenv/provider"
 	"herald/internal/ddb"
+	"herald/internal/eventbus/eventbusfake"
 	"herald/internal/sandbox"
 	"herald/internal/sqs/sqsfake"
 )
@@ -42,8 +44,12 @@ type World struct {
 	SQS     *awssqs.Client
 	URLBase string
 	Sandbox *sandbox.Server
-	Vars    map[string]string // the function environment (also set on this process)
+	Events  *eventbusfake.Fake // the EventBridge the functions put operator events on (bus EventBus)
+	Vars    map[string]string  // the function environment (also set on this process)
 }
+
+// EventBus is the bus the world's functions put operator events on.
+const EventBus = "herald-test-events"
 
 // Setup starts the world, or skips t when DynamoDB Local is not configured.
 func Setup(t *testing.T) *World {
@@ -55,6 +61,9 @@ func Setup(t *testing.T) *World {
 	fake := sqsfake.New()
 	srv := httptest.NewServer(fake)
 	t.Cleanup(func() { fake.Close(); srv.Close() })
+	bus := eventbusfake.New()
+	busSrv := httptest.NewServer(bus)
+	t.Cleanup(busSrv.Close)
 	sb, err := sandbox.Start(sandbox.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +88,8 @@ contacts: {encryption_key: aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}
 	for k, v := range map[string]string{
 		awsenv.EnvConfig: cfg, awsenv.EnvTablePrefix: tables,
 		awsenv.EnvQueueURLPrefix:    srv.URL + "/" + sqsfake.Account + "/" + queuePrefix,
-		"AWS_ENDPOINT_URL_DYNAMODB": ep, "AWS_ENDPOINT_URL_SQS": srv.URL,
+		awsenv.EnvEventBus:          EventBus,
+		"AWS_ENDPOINT_URL_DYNAMODB": ep, "AWS_ENDPOINT_URL_SQS": srv.URL, "AWS_ENDPOINT_URL_EVENTBRIDGE": busSrv.URL,
 		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
 		"AWS_EC2_METADATA_DISABLED": "true",
 	} {
@@ -109,7 +119,7 @@ contacts: {encryption_key: aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &World{T: t, Env: env, SQS: sqsClient, URLBase: srv.URL + "/" + sqsfake.Account + "/" + queuePrefix, Sandbox: sb, Vars: vars}
+	return &World{T: t, Env: env, SQS: sqsClient, URLBase: srv.URL + "/" + sqsfake.Account + "/" + queuePrefix, Sandbox: sb, Events: bus, Vars: vars}
 }
 
 // EventsDir is where the event fixtures are, relative to the test's package directory.
