@@ -179,7 +179,7 @@ func sleep(ctx context.Context, d time.Duration) {
 type gateKey struct{}
 
 // yieldSlice is how many messages a bulk batch sends between two yields to the realtime lane.
-const yieldSlice = 50
+const yieldSlice = 20
 
 // yielding sends a background batch in slices, yielding to real-time work between them, so a
 // 500-token bulk batch does not hold the CPU against a password-reset push for its whole length.
