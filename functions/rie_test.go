@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"herald/internal/awsenv/awsenvtest"
 	"herald/internal/notify"
@@ -171,6 +173,29 @@ func TestBinariesUnderEmulator(t *testing.T) {
 	_ = json.Unmarshal(awsenvtest.Fixture(t, "api/post-notification-no-key.json"), &req)
 	if r, _ := invoke[events.APIGatewayV2HTTPResponse](api, req); r.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("api without key: %d %s", r.StatusCode, r.Body)
+	}
+
+	// audience: starts, acknowledges S3's test event, dead-letters an object outside lists/.
+	t.Setenv("HERALD_AUDIENCE_BUCKET", "herald-test-lists")
+	for _, q := range []string{"audience-dlq", "audience"} {
+		if _, err := w.SQS.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("herald-test-" + q)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	aud := start(t, w, "audience")
+	for _, c := range []struct {
+		body   string
+		failed int
+	}{
+		{`{"Service":"Amazon S3","Event":"s3:TestEvent","Bucket":"herald-test-lists"}`, 0},
+		{`{"Records":[{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"herald-test-lists"},"object":{"key":"other/demo/x","eTag":"e"}}}]}`, 1},
+	} {
+		if _, err := w.SQS.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(w.URLBase + "audience"), MessageBody: aws.String(c.body)}); err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := invoke[events.SQSEventResponse](aud, w.Receive("audience", 1)); len(r.BatchItemFailures) != c.failed {
+			t.Fatalf("audience %s: failures %v, want %d\n%s", c.body, r.BatchItemFailures, c.failed, aud.logs)
+		}
 	}
 
 	// bounce: a permanent bounce suppresses, and a later email to that address is SKIPPED

@@ -94,6 +94,9 @@ var defaultFunctionSettings = map[string]FunctionSettings{
 	"cleanup":  {Timeout: config.Duration(30 * time.Second), MemoryMB: 256},
 	"bounce":   {Timeout: config.Duration(30 * time.Second), MemoryMB: 256},
 	"campaign": {Timeout: config.Duration(60 * time.Second), MemoryMB: 512},
+	// One object per invocation: a million-line list takes minutes of batch writes. The import
+	// checkpoints and asks to be retried before the timeout, so a longer list continues.
+	"audience": {Timeout: config.Duration(15 * time.Minute), MemoryMB: 512},
 }
 
 // Function returns the settings of function name with defaults applied.

@@ -99,6 +99,9 @@ var functionWiring = map[string]wiring{
 	"bounce": {tables: map[string]access{"suppressions": readWrite, "deliveries": readWrite, "notifications": readWrite}},
 	// The campaign state machine's steps (CheckWindow, FetchPage, SaveCursor).
 	"campaign": {tables: map[string]access{"notifications": readWrite, "users": read}, events: true},
+	// Appends uploaded lists to the users table (and keeps its import markers there); reads S3
+	// objects under lists/ only (addAudience).
+	audienceFunction: {tables: map[string]access{"users": readWrite}},
 }
 
 // addFunctions creates one function per discovered directory, each with its own role, log group,

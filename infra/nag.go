@@ -22,6 +22,10 @@ const (
 		"machine can invoke only that one function."
 	reasonExecutions = "Campaign executions are named at run time (<campaign id>-g<generation>); the grant is " +
 		"states:DescribeExecution only, on executions of this environment's campaign state machine."
+	reasonListsRead = "The audience function reads any uploaded list: objects are named by the uploading service " +
+		"at run time (lists/<service>/<list id>); the grant is s3:GetObject(Version) under lists/ of this environment's bucket only."
+	reasonListsAccessLogs = "The lists bucket holds transient uploads that expire after 7 days; every import is logged " +
+		"by the audience function (key, service, counts), and uploads are made by the services' own IAM roles (CloudTrail)."
 	reasonSchedulerDLQ = "This queue is itself a dead-letter queue: EventBridge Scheduler's DeadLetterConfig for " +
 		"reserved sends (set per schedule at run time, so no RedrivePolicy in the template references it)."
 )
@@ -63,6 +67,15 @@ func (h *herald) addNagSuppressions() {
 		}, {
 			Id: jsii.String("AwsSolutions-IAM5"), Reason: jsii.String(reasonStatesInvoke),
 			AppliesTo: &[]interface{}{regex(`/^Resource::<FnCampaign[0-9A-F]{8}\.Arn>:\*$/`)},
+		}}, jsii.Bool(true))
+	}
+	if h.listsBucket != nil {
+		cdknag.NagSuppressions_AddResourceSuppressions(h.roles[audienceFunction], &[]*cdknag.NagPackSuppression{{
+			Id: jsii.String("AwsSolutions-IAM5"), Reason: jsii.String(reasonListsRead),
+			AppliesTo: &[]interface{}{regex(`/^Resource::arn:<AWS::Partition>:s3:::herald-[a-z0-9-]+-lists-<AWS::AccountId>-<AWS::Region>\/lists\/\*$/`)},
+		}}, jsii.Bool(true))
+		cdknag.NagSuppressions_AddResourceSuppressions(h.listsBucket, &[]*cdknag.NagPackSuppression{{
+			Id: jsii.String("AwsSolutions-S1"), Reason: jsii.String(reasonListsAccessLogs),
 		}}, jsii.Bool(true))
 	}
 	cdknag.NagSuppressions_AddResourceSuppressions(h.schedulerDLQ, &[]*cdknag.NagPackSuppression{{

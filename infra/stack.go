@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -67,6 +68,7 @@ type herald struct {
 	alarmTopic    awssns.Topic
 	eventBus      awsevents.EventBus
 	campaign      awsstepfunctions.StateMachine
+	listsBucket   awss3.Bucket // audience list uploads (audience.go), when functions/audience exists
 	apiURL        *string
 	api           awsapigatewayv2.HttpApi
 }
@@ -110,6 +112,7 @@ func NewHeraldStack(scope constructs.Construct, id string, p *HeraldProps) (awsc
 
 	h.addTables()
 	h.addQueues()
+	h.addAudienceQueue()
 	h.addScheduler()
 	h.addSES()
 	h.addEventBus()
@@ -118,6 +121,7 @@ func NewHeraldStack(scope constructs.Construct, id string, p *HeraldProps) (awsc
 	}
 	h.addAPI()
 	h.addCampaign()
+	h.addAudience()
 	h.addMonitoring()
 	h.addEventAlerts()
 	h.addOutputs()

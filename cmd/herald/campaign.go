@@ -30,7 +30,8 @@ func runCampaignCreate(args []string) error {
 	fs := flag.NewFlagSet("campaign create", flag.ContinueOnError)
 	apiURL := fs.String("api", envOr("HERALD_API", "http://127.0.0.1:8080"), "Herald API base URL (env HERALD_API)")
 	key := fs.String("key", envOr("HERALD_API_KEY", "dev-demo-key"), "API key (env HERALD_API_KEY)")
-	app := fs.String("app", "default", "send to every device of this provider app")
+	app := fs.String("app", "default", "send to every device of this provider app (unless --lists is given)")
+	lists := fs.String("lists", "", "comma-separated uploaded user lists (herald audience upload), sent in this order, instead of --app")
 	title := fs.String("title", "", "title")
 	body := fs.String("body", "", "message body")
 	channels := fs.String("channels", "push", "comma-separated channels")
@@ -41,11 +42,18 @@ func runCampaignCreate(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	audience := notify.Audience{Sources: []notify.Segment{{Kind: notify.AudienceAppDevices, App: *app}}}
+	if *lists != "" {
+		audience.Sources = nil
+		for _, l := range splitList(*lists) {
+			audience.Sources = append(audience.Sources, notify.Segment{Kind: notify.AudienceUserList, ListID: l})
+		}
+	}
 	req := map[string]any{
 		"category": *category,
 		"channels": splitList(*channels),
 		"content":  notify.Content{Title: *title, Body: *body},
-		"audience": notify.Audience{Sources: []notify.Segment{{Kind: notify.AudienceAppDevices, App: *app}}},
+		"audience": audience,
 		"max_rate": *maxRate,
 	}
 	if *idem != "" {

@@ -14,8 +14,10 @@ Usage:
   herald send  [--api URL] [--key KEY] --to user:ID|email:ADDR|phone:E164|fcm:TOKEN|apns:TOKEN[,…]
                [--channels push,inbox] [--title T] --body B [--idempotency-key K] [--wait]
   herald dlq   [show QUEUE | redrive QUEUE]      queue depths, dead letters (masked), redrive
-  herald campaign create [--app default] [--title T] --body B [--send-at RFC3339] [--max-rate N]
+  herald campaign create [--app default | --lists L1,L2] [--title T] --body B [--send-at RFC3339] [--max-rate N]
   herald campaign watch ID                        live progress until the campaign ends
+  herald audience upload LIST FILE                append a file of user ids (one per line, or CSV) to a list
+  herald audience show LIST                       how many members a list has
   herald bench [--recipients 100000]
   herald bench campaign [--devices 300000]        campaign wall time, real-time latency, writes per recipient
 
@@ -39,6 +41,8 @@ func main() {
 		err = runDLQ(os.Args[2:])
 	case "campaign":
 		err = runCampaign(os.Args[2:])
+	case "audience":
+		err = runAudience(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

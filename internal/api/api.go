@@ -52,6 +52,11 @@ type Options struct {
 	Scheduler notify.Scheduler
 	// Campaigns serves /v1/campaigns; nil: those routes answer 501.
 	Campaigns Campaigns
+	// AudienceLists serves /v1/audience-lists (uploads) and scopes campaigns' user_list sources
+	// to the caller's lists; nil: Store, if it is one, else those routes answer 501.
+	AudienceLists AudienceLists
+	// MaxUploadBytes limits an audience list upload; default DefaultMaxUploadBytes.
+	MaxUploadBytes int64
 }
 
 // Principal is who a request acts as: a calling service, or an end user, who may only use
@@ -85,6 +90,9 @@ var routes = []route{
 	{Method: "POST", Path: "/v1/campaigns/{id}/pause", handle: (*server).pauseCampaign},
 	{Method: "POST", Path: "/v1/campaigns/{id}/resume", handle: (*server).resumeCampaign},
 	{Method: "POST", Path: "/v1/campaigns/{id}/cancel", handle: (*server).cancelCampaign},
+
+	{Method: "POST", Path: "/v1/audience-lists/{list}/members", handle: (*server).appendAudienceList},
+	{Method: "GET", Path: "/v1/audience-lists/{list}", handle: (*server).getAudienceList},
 
 	{Method: "PUT", Path: "/v1/users/{user}/devices/{token}", handle: (*server).putDevice},
 	{Method: "DELETE", Path: "/v1/users/{user}/devices/{token}", handle: (*server).deleteDevice},
@@ -121,6 +129,8 @@ type server struct {
 	admins           map[string]bool
 	scheduler        notify.Scheduler
 	campaigns        Campaigns
+	lists            AudienceLists
+	maxUpload        int64
 }
 
 type apiKey struct {
@@ -148,6 +158,14 @@ func New(o Options) http.Handler {
 		admins:           map[string]bool{},
 		scheduler:        o.Scheduler,
 		campaigns:        o.Campaigns,
+		lists:            o.AudienceLists,
+		maxUpload:        o.MaxUploadBytes,
+	}
+	if l, ok := o.Store.(AudienceLists); ok && s.lists == nil {
+		s.lists = l
+	}
+	if s.maxUpload <= 0 {
+		s.maxUpload = DefaultMaxUploadBytes
 	}
 	for _, a := range o.AdminServices {
 		s.admins[a] = true

@@ -124,6 +124,9 @@ func (s *server) createCampaign(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.scopeAudience(r, c); err != nil {
+		return err
+	}
 	stored, created, err := s.campaigns.CreateCampaign(ctx, c)
 	if err != nil {
 		if notify.IsCode(err, notify.ECONFLICT) {
@@ -187,6 +190,8 @@ func (req *campaignRequest) campaign(service string, now time.Time) (*notify.Cam
 		at := req.SendAt.UTC()
 		c.SendAt = &at
 		c.State = notify.CampaignScheduled
+	} else {
+		c.StartedAt = &now // a campaign created running starts now: its rate and ETA count from here
 	}
 	c.ApplyDefaults()
 	if err := c.Validate(); err != nil {
@@ -249,7 +254,7 @@ func toCampaignView(c *notify.Campaign, now time.Time) campaignView {
 		v.ETA = &eta
 	}
 	for i, src := range c.Audience.Sources {
-		sv := sourceView{Kind: src.Kind, App: src.App, ListID: src.ListID}
+		sv := sourceView{Kind: src.Kind, App: src.App, ListID: unscopedListID(c.Service, src.ListID)}
 		if i < len(c.Cursor.Sources) {
 			sv.LastSeq, sv.Done = c.Cursor.Sources[i].LastSeq, c.Cursor.Sources[i].Done
 		}

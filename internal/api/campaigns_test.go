@@ -107,6 +107,10 @@ func TestCampaignPauseResume(t *testing.T) {
 	if acc.State != notify.CampaignRunning {
 		t.Fatalf("state %s, want RUNNING", acc.State)
 	}
+	rec = e.do(t, "GET", "/v1/campaigns/"+acc.ID, ordersKey, nil)
+	if v := decodeBody[campaignView](t, rec); v.StartedAt == nil {
+		t.Fatal("a campaign created running has no started_at: its rate and ETA cannot be computed")
+	}
 	wantError(t, e.do(t, "POST", "/v1/campaigns/"+acc.ID+"/pause", billingKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
 	for _, c := range []struct {
 		verb  string

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/jsii-runtime-go"
+
+	"herald/internal/config"
+)
+
+// Audience lists too large for API Gateway's 10 MB are uploaded to S3 (DESIGN §4): one bucket
+// per environment, objects under lists/<service>/<list id>; S3 notifies the audience queue of
+// each created object (S3 → SQS → Lambda, so a failed import is retried with backoff and ends
+// in audience-dlq with its alarm, never lost), and functions/audience streams it into the users
+// table's list. All of it exists only once functions/audience does.
+
+const (
+	audienceFunction = "audience"
+	audienceQueue    = "audience" // internal/awsenv.AudienceQueue
+	listsPrefix      = "lists/"   // internal/awsenv.ListsPrefix
+	listsExpiryDays  = 7          // an uploaded file is imported within minutes; the list lives in DynamoDB
+)
+
+// addAudienceQueue adds the queue S3 notifies (before addFunctions, which maps it to its consumer
+// like every stage queue: batch 1, partial batch failures, DLQ after 5 receives, age and DLQ
+// alarms with the bulk lane's thresholds).
+func (h *herald) addAudienceQueue() {
+	if !slices.Contains(h.props.Functions, audienceFunction) {
+		return
+	}
+	h.addQueue(&stageQueue{logical: audienceQueue, kind: "bulk", consumer: audienceFunction, batch: 1, maxConc: 2},
+		6*h.settings.Function(audienceFunction).Timeout.D(), config.DefaultConsumer.MaxReceiveCount)
+}
+
+// listsBucketName is the bucket's name: account and region make it globally unique.
+func (h *herald) listsBucketName() string {
+	return fmt.Sprintf("herald-%s-lists-%s-%s", h.env, *h.stack.Account(), *h.stack.Region())
+}
+
+// addAudience creates the lists bucket and connects it to the audience queue and function.
+func (h *herald) addAudience() {
+	fn, ok := h.functions[audienceFunction]
+	if !ok {
+		return
+	}
+	q := h.queueByName[audienceQueue]
+	removal := awscdk.RemovalPolicy_DESTROY // objects expire within days; an emptied bucket goes with the stack
+	if h.settings.ProtectData {
+		removal = awscdk.RemovalPolicy_RETAIN
+	}
+	name := h.listsBucketName()
+	bucket := awss3.NewBucket(h.stack, jsii.String("ListsBucket"), &awss3.BucketProps{
+		BucketName:        jsii.String(name),
+		Encryption:        awss3.BucketEncryption_S3_MANAGED,
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		EnforceSSL:        jsii.Bool(true),
+		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+		RemovalPolicy:     removal,
+		LifecycleRules: &[]*awss3.LifecycleRule{{
+			Id:                                  jsii.String("expire-uploaded-lists"),
+			Expiration:                          awscdk.Duration_Days(jsii.Number(listsExpiryDays)),
+			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
+		}},
+	})
+	h.listsBucket = bucket
+	// The ARN from the name, not from the bucket: the queue policy must exist before the bucket's
+	// notification (S3 checks it may send), so it cannot reference the bucket.
+	arn := fmt.Sprintf("arn:%s:s3:::%s", *h.stack.Partition(), name)
+
+	q.queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("S3ListUploads"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("s3.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  &[]*string{q.queue.QueueArn()},
+		Conditions: &map[string]interface{}{
+			"ArnLike":      map[string]interface{}{"aws:SourceArn": arn},
+			"StringEquals": map[string]interface{}{"aws:SourceAccount": h.stack.Account()},
+		},
+	}))
+	// Set on the CloudFormation resource, not with AddEventNotification: that needs a custom
+	// resource Lambda, a function outside functions/ with a managed policy.
+	cfn := bucket.Node().DefaultChild().(awss3.CfnBucket)
+	cfn.AddPropertyOverride(jsii.String("NotificationConfiguration"), map[string]any{
+		"QueueConfigurations": []any{map[string]any{
+			"Event": "s3:ObjectCreated:*",
+			"Queue": q.queue.QueueArn(),
+			"Filter": map[string]any{"S3Key": map[string]any{"Rules": []any{
+				map[string]any{"Name": "prefix", "Value": listsPrefix},
+			}}},
+		}},
+	})
+	cfn.Node().AddDependency(q.queue.Node().FindChild(jsii.String("Policy")))
+
+	// Least privilege: read the uploaded lists, nothing else in the bucket, never write.
+	h.roles[audienceFunction].AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("ReadUploadedLists"),
+		Actions:   jsii.Strings("s3:GetObject", "s3:GetObjectVersion"),
+		Resources: &[]*string{jsii.String(arn + "/" + listsPrefix + "*")},
+	}))
+	fn.AddEnvironment(jsii.String("HERALD_AUDIENCE_BUCKET"), jsii.String(name), nil)
+
+	awscdk.NewCfnOutput(h.stack, jsii.String("ListsBucketName"), &awscdk.CfnOutputProps{
+		Value:       jsii.String(name),
+		Description: jsii.String("Upload audience lists to s3://<this>/" + listsPrefix + "<service>/<list id>"),
+	})
+}
