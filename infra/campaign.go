@@ -133,9 +133,6 @@ func (h *herald) addCampaign() {
 			Resources: jsii.Strings(*h.campaignExecutionsArn()),
 		}))
 		api.AddEnvironment(jsii.String(envCampaignStateMachine), h.campaign.StateMachineArn(), nil)
-		// A campaign with a future send_at arms a one-time schedule onto its service's ingest
-		// queue, exactly as ingest does for a reserved notification.
-		h.grantReservedSends(role, func(k string, v *string) { api.AddEnvironment(jsii.String(k), v, nil) })
 	}
 }
 

@@ -43,22 +43,25 @@ func (h *herald) addNagSuppressions() {
 			Reason:    jsii.String(reasonIndexes),
 			AppliesTo: &[]interface{}{regex(`/^Resource::<[A-Za-z0-9]+Table[0-9A-F]{8}\.Arn>\/index\/\*$/`)},
 		}}
-		// api arms a campaign's reserved send when campaigns exist, as ingest does a notification's.
-		if name == "ingest" || name == "api" && h.campaign != nil {
+		// ingest arms reserved sends; api re-arms and disarms them, and arms campaigns' send_at.
+		if name == "ingest" || name == "api" {
 			s = append(s, &cdknag.NagPackSuppression{
 				Id:        jsii.String("AwsSolutions-IAM5"),
 				Reason:    jsii.String(reasonSchedules),
 				AppliesTo: &[]interface{}{"Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/herald-" + h.env + "/*"},
 			})
 		}
-		if (name == "api" || name == "campaign") && h.campaign != nil {
-			s = append(s, &cdknag.NagPackSuppression{
-				Id:        jsii.String("AwsSolutions-IAM5"),
-				Reason:    jsii.String(reasonExecutions),
-				AppliesTo: &[]interface{}{"Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:" + h.name("campaign") + ":*"},
-			})
-		}
 		cdknag.NagSuppressions_AddResourceSuppressions(h.roles[name], &s, jsii.Bool(true))
+	}
+	if h.campaign != nil {
+		// Stack-wide, but only for this exact resource: the api role's statements overflow into a
+		// managed policy CDK creates at synthesis, after per-role suppressions are attached. Who
+		// holds states: grants at all is pinned by TestCampaignStateMachine.
+		cdknag.NagSuppressions_AddStackSuppressions(h.stack, &[]*cdknag.NagPackSuppression{{
+			Id:        jsii.String("AwsSolutions-IAM5"),
+			Reason:    jsii.String(reasonExecutions),
+			AppliesTo: &[]interface{}{"Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:" + h.name("campaign") + ":*"},
+		}}, jsii.Bool(true))
 	}
 	if h.campaign != nil {
 		cdknag.NagSuppressions_AddResourceSuppressions(h.campaign.Role(), &[]*cdknag.NagPackSuppression{{

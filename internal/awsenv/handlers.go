@@ -59,7 +59,8 @@ func (e *Env) IngestStage(queue string) pipeline.Handler {
 // serves /v1/campaigns (nil: 501, as without a campaign state machine).
 func (e *Env) APIHandler(campaigns api.Campaigns) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	h := api.New(api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, Authenticate: gatewayAuth(e.Config),
-		Admin: e.Queue, Queues: e.Config.QueueNames(), AdminServices: e.Config.AdminServices(), Campaigns: campaigns})
+		Admin: e.Queue, Queues: e.Config.QueueNames(), AdminServices: e.Config.AdminServices(), Campaigns: campaigns,
+		Scheduler: e.Scheduler})
 	return httpadapter.NewV2(http.Handler(h)).ProxyWithContext
 }
 
