@@ -20,6 +20,9 @@ const (
 	metricNamespace = "Herald"
 	metricSent      = "Sent"
 	metricFailed    = "Failed"
+	// metricStoreWrites is the DynamoDB items each stage wrote (dimensions Env, Queue): divided by
+	// Sent it is the writes per recipient the bulk lane keeps near 0.01.
+	metricStoreWrites = "StoreWrites"
 )
 
 // runbook points an alarm at its entry in the README.
@@ -160,15 +163,16 @@ func (h *herald) addDashboard() {
 			Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(n),
 		}))
 	}
-	search := func(metric string) awscloudwatch.IMetric {
+	searchBy := func(dim, metric string) awscloudwatch.IMetric {
 		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,Env,Provider} Env="%s" MetricName="%s"', 'Sum', 300)`,
-				metricNamespace, h.env, metric)),
+			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,Env,%s} Env="%s" MetricName="%s"', 'Sum', 300)`,
+				metricNamespace, dim, h.env, metric)),
 			UsingMetrics: &map[string]awscloudwatch.IMetric{},
 			Label:        jsii.String(" "),
 			Period:       five,
 		})
 	}
+	search := func(metric string) awscloudwatch.IMetric { return searchBy("Provider", metric) }
 	var errs, throttles, duration []awscloudwatch.IMetric
 	for _, name := range h.functionOrder {
 		fn := h.functions[name]
@@ -189,6 +193,7 @@ func (h *herald) addDashboard() {
 		{graph("Queue depth (visible messages)", 12, depth), graph("Age of oldest message (s)", 12, age)},
 		{graph("Sent per provider (5 min)", 12, []awscloudwatch.IMetric{search(metricSent)}),
 			graph("Failed per provider (5 min)", 12, []awscloudwatch.IMetric{search(metricFailed)})},
+		{graph("DynamoDB items written per stage queue (5 min)", 24, []awscloudwatch.IMetric{searchBy("Queue", metricStoreWrites)})},
 	}
 	if len(h.functionOrder) > 0 {
 		rows = append(rows, []awscloudwatch.IWidget{

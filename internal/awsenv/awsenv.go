@@ -60,6 +60,10 @@ type Env struct {
 	Log       *slog.Logger
 	Events    notify.Events     // operator events: a log line, and PutEvents on the HERALD_EVENT_BUS bus
 	Keys      map[string]string // API key → service
+	Metrics   notify.Metrics    // CloudWatch, through the embedded metric format on stdout
+	// Writes counts the DynamoDB items this function writes; each SQS batch reports its share
+	// as the StoreWrites metric (dimension Queue), which makes writes per recipient measurable.
+	Writes *ddb.WriteCounter
 
 	queuePrefix string
 }
@@ -98,14 +102,14 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
-	e := &Env{Config: cfg, AWS: awsCfg, Log: log, queuePrefix: queueNameOf(urlPrefix)}
+	e := &Env{Config: cfg, AWS: awsCfg, Log: log, queuePrefix: queueNameOf(urlPrefix), Writes: &ddb.WriteCounter{}}
 
 	sm := secretsmanager.NewFromConfig(awsCfg)
 	cipher, err := contactsCipher(ctx, sm, cfg)
 	if err != nil {
 		return nil, err
 	}
-	db := dynamo.New(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	db := dynamo.New(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }, e.Writes.Option)
 	if e.Store, err = ddb.New(db, ddb.TablesWithPrefix(tablePrefix), cipher, notify.SystemClock{}); err != nil {
 		return nil, err
 	}
@@ -144,6 +148,7 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 		}
 	}
 	metrics := &emf{w: os.Stdout, env: cfg.Env, now: time.Now}
+	e.Metrics = metrics
 	bus, err := eventbus.New(eventbridge.NewFromConfig(awsCfg), os.Getenv(EnvEventBus), metrics)
 	if err != nil {
 		return nil, err

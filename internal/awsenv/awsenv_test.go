@@ -51,10 +51,15 @@ func TestFunctionsOnAWSAdapters(t *testing.T) {
 	}
 	sendEv := w.Receive("send-realtime", 1)
 	send := e.SQSHandler(func(string) pipeline.Handler { return e.Pipeline.Send() })
+	w0 := e.Writes.Writes()
 	for range 2 {
 		if r := awsenvtest.Invoke[events.SQSEventResponse](t, send, sendEv); len(r.BatchItemFailures) != 0 {
 			t.Fatalf("send failures: %v", awsenvtest.FailedIDs(r))
 		}
+	}
+	// The store writes are counted: claim and complete (with their counters) of the delivery.
+	if n := e.Writes.Writes() - w0; n < 2 {
+		t.Fatalf("%d DynamoDB writes counted for a send batch, want its claim and completion", n)
 	}
 	if n := len(w.Sandbox.Recorder.List("fcm", "fcm-carol-direct-0001")); n != 1 {
 		t.Fatalf("the same send batch fed twice delivered %d times, want 1", n)

@@ -35,7 +35,11 @@ func (e *Env) SQSHandler(pick func(queue string) pipeline.Handler) func(context.
 		for _, q := range order {
 			g := &sqs.Glue{Queue: e.Queue, QueueName: q, DLQName: notify.DLQName(q),
 				RetryBase: e.Config.Retry.Base.D(), RetryMax: e.Config.Retry.Max.D(), Logger: e.Log}
+			w0 := e.Writes.Writes()
 			r, err := g.Handle(ctx, events.SQSEvent{Records: byQueue[q]}, pick(q))
+			if n := e.Writes.Writes() - w0; n > 0 && e.Metrics != nil {
+				e.Metrics.Add(ctx, MetricStoreWrites, int(n), map[string]string{"Queue": q})
+			}
 			if err != nil {
 				return r, err
 			}
@@ -44,6 +48,9 @@ func (e *Env) SQSHandler(pick func(queue string) pipeline.Handler) func(context.
 		return resp, nil
 	}
 }
+
+// MetricStoreWrites is the DynamoDB items one SQS batch of a stage wrote (dimension Queue).
+const MetricStoreWrites = "StoreWrites"
 
 // IngestStage picks the ingest handler of the service whose queue a record came from.
 func (e *Env) IngestStage(queue string) pipeline.Handler {
