@@ -403,15 +403,10 @@ func (s *Store) visibleBroadcasts(ctx context.Context, userID string, now time.T
 		return nil, err
 	}
 	ds := devices[userID]
-	if len(ds) == 0 {
+	apps := notify.AppsOf(ds)
+	if len(apps) == 0 {
 		return nil, nil
 	}
-	apps := make([]string, 0, len(ds))
-	for _, d := range ds {
-		apps = append(apps, d.App)
-	}
-	slices.Sort(apps)
-	apps = slices.Compact(apps)
 	shard := shardOf(userID, broadcastShards)
 	found := make([][]broadcastItem, len(apps))
 	err = forEach(ctx, len(apps), func(ctx context.Context, i int) error {

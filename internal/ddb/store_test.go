@@ -78,7 +78,12 @@ func testCipher(t testing.TB) notify.Cipher {
 // memory; they are dropped when the test ends) and a Store on them.
 func newTestStore(t testing.TB) (*Store, Tables) {
 	t.Helper()
-	db := testClient(t)
+	return newTestStoreOn(t, testClient(t))
+}
+
+// newTestStoreOn is newTestStore through the client db.
+func newTestStoreOn(t testing.TB, db *dynamo.DB) (*Store, Tables) {
+	t.Helper()
 	tables := TablesWithPrefix("t" + randomToken()[:12] + "-")
 	if err := CreateTables(context.Background(), db, tables); err != nil {
 		t.Fatal(err)

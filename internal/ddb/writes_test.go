@@ -25,20 +25,8 @@ func TestWriteCounterCountsBulkLaneWrites(t *testing.T) {
 			o.BaseEndpoint = aws.String(os.Getenv(endpointEnv))
 			o.DisableValidateResponseChecksum = true
 		}, wc.Option)
-	tables := TablesWithPrefix("w" + randomToken()[:12] + "-")
+	s, _ := newTestStoreOn(t, db)
 	ctx := context.Background()
-	if err := CreateTables(ctx, db, tables); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, spec := range TableSpecs(tables) {
-			_ = db.Table(spec.Name).DeleteTable().Run(context.Background())
-		}
-	})
-	s, err := New(db, tables, testCipher(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	n := &notify.Notification{ID: notify.NewID("n_", t0), Service: "shop", Category: notify.CategoryMarketing, Lane: notify.LaneBulk,
 		Channels: []notify.Channel{notify.ChannelPush}, Content: notify.Content{Title: "t", Body: "b"},

@@ -1,6 +1,9 @@
 package notify
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Platform is a push platform.
 type Platform string
@@ -99,4 +102,14 @@ type InboxItem struct {
 	CreatedAt time.Time         `json:"created_at"`
 	ReadAt    *time.Time        `json:"read_at,omitempty"`
 	ExpiresAt *time.Time        `json:"expires_at,omitempty"`
+}
+
+// AppsOf is the distinct provider apps of ds, sorted.
+func AppsOf(ds []Device) []string {
+	apps := make([]string, 0, len(ds))
+	for _, d := range ds {
+		apps = append(apps, d.App)
+	}
+	slices.Sort(apps)
+	return slices.Compact(apps)
 }

@@ -371,15 +371,10 @@ func (s *Store) visibleBroadcasts(ctx context.Context, userID string, now time.T
 		return nil, err
 	}
 	ds := devices[userID]
-	if len(ds) == 0 {
+	apps := notify.AppsOf(ds)
+	if len(apps) == 0 {
 		return nil, nil
 	}
-	apps := make([]string, 0, len(ds))
-	for _, d := range ds {
-		apps = append(apps, d.App)
-	}
-	slices.Sort(apps)
-	apps = slices.Compact(apps)
 	rows, err := s.db.R.QueryContext(ctx, `SELECT b.created_at, b.expires_at, b.doc FROM broadcasts b
 		WHERE b.id IN (SELECT id FROM broadcast_apps WHERE app IN (`+sqlIn(len(apps))+`)
 			AND (expires_at IS NULL OR expires_at > ?))`, stringArgs(apps, nanosOf(now))...)
