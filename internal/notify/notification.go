@@ -301,9 +301,14 @@ func (s Stats) Complete() bool {
 
 // FinalStatus is the end state that complete stats imply: SENT when something was sent and
 // nothing failed, PARTIALLY_SENT when some sent and some failed, FAILED when nothing was sent.
+// A notification with no deliveries at all — a campaign whose only channel is the inbox of an
+// app's devices, delivered as one broadcast, or one whose audience turned out empty — had
+// nothing to fail: SENT.
 func (s Stats) FinalStatus() NotificationStatus {
 	t := s.Sum()
 	switch {
+	case t.Total == 0:
+		return StatusSent
 	case t.Sent > 0 && t.Failed == 0:
 		return StatusSent
 	case t.Sent > 0:
