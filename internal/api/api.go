@@ -87,6 +87,8 @@ var routes = []route{
 
 	{Method: "POST", Path: "/v1/campaigns", handle: (*server).createCampaign},
 	{Method: "GET", Path: "/v1/campaigns/{id}", handle: (*server).getCampaign},
+	{Method: "PATCH", Path: "/v1/campaigns/{id}", handle: (*server).rescheduleCampaign},
+	{Method: "DELETE", Path: "/v1/campaigns/{id}", handle: (*server).cancelCampaign},
 	{Method: "POST", Path: "/v1/campaigns/{id}/pause", handle: (*server).pauseCampaign},
 	{Method: "POST", Path: "/v1/campaigns/{id}/resume", handle: (*server).resumeCampaign},
 	{Method: "POST", Path: "/v1/campaigns/{id}/cancel", handle: (*server).cancelCampaign},

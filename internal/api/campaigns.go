@@ -21,7 +21,9 @@ type Campaigns interface {
 	CreateCampaign(ctx context.Context, c *notify.Campaign) (stored *notify.Campaign, created bool, err error)
 	// GetCampaign returns the campaign with its progress. ENOTFOUND.
 	GetCampaign(ctx context.Context, id string) (*notify.Campaign, error)
-	// Pause, Resume and Cancel move the campaign; ECONFLICT when its state does not allow it.
+	// Reschedule moves a SCHEDULED campaign's send_at; Pause, Resume and Cancel move the
+	// campaign. ECONFLICT when its state does not allow it.
+	Reschedule(ctx context.Context, id string, at time.Time) error
 	Pause(ctx context.Context, id string) error
 	Resume(ctx context.Context, id string) error
 	Cancel(ctx context.Context, id string) error
@@ -268,6 +270,39 @@ func orEmpty(m map[string]int) map[string]int {
 		return map[string]int{}
 	}
 	return m
+}
+
+// rescheduleCampaign is PATCH /v1/campaigns/{id} {"send_at"}: a reserved campaign starts at the
+// new time instead.
+func (s *server) rescheduleCampaign(w http.ResponseWriter, r *http.Request) error {
+	if !s.requireCampaigns(w) {
+		return nil
+	}
+	var req rescheduleRequest
+	if err := s.decode(w, r, &req); err != nil {
+		var tp *time.ParseError
+		var e *notify.Error
+		if errors.As(err, &tp) && errors.As(err, &e) {
+			e.Field = "send_at"
+		}
+		return err
+	}
+	if err := validSendAt(req.SendAt, s.clock.Now()); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if _, err := s.ownCampaign(r, id); err != nil {
+		return err
+	}
+	if err := s.campaigns.Reschedule(r.Context(), id, req.SendAt.UTC()); err != nil {
+		return err
+	}
+	c, err := s.ownCampaign(r, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toCampaignView(c, s.clock.Now()))
+	return nil
 }
 
 func (s *server) pauseCampaign(w http.ResponseWriter, r *http.Request) error {

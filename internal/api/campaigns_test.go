@@ -207,3 +207,38 @@ func TestCampaignViewRateETAAndReasons(t *testing.T) {
 		t.Fatalf("completed: rate %v exact %v, want 20/s exact", v.RatePerSecond, v.Totals.RemainingExact)
 	}
 }
+
+func TestCampaignRescheduleAndDelete(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withCampaigns())
+	body := campaignBody()
+	now := e.clock.Now()
+	body["send_at"] = now.Add(24 * time.Hour).Format(time.RFC3339)
+	later := now.Add(72 * time.Hour).Truncate(time.Second)
+	rec := e.do(t, "POST", "/v1/campaigns", ordersKey, body)
+	wantStatus(t, rec, http.StatusAccepted)
+	acc := decodeBody[campaignState](t, rec)
+
+	rec = e.do(t, "PATCH", "/v1/campaigns/"+acc.ID, ordersKey, map[string]any{"send_at": later.In(time.FixedZone("KST", 9*3600)).Format(time.RFC3339)})
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "PATCH", "/v1/campaigns/{id}", rec)
+	v := decodeBody[campaignView](t, rec)
+	if v.State != notify.CampaignScheduled || v.SendAt == nil || !v.SendAt.Equal(later) {
+		t.Fatalf("after PATCH: state %s send_at %v, want SCHEDULED at %v", v.State, v.SendAt, later)
+	}
+	wantError(t, e.do(t, "PATCH", "/v1/campaigns/"+acc.ID, ordersKey, map[string]any{"send_at": "2001-01-01T00:00:00Z"}),
+		http.StatusBadRequest, notify.EINVALID, "send_at")
+	wantError(t, e.do(t, "PATCH", "/v1/campaigns/"+acc.ID, ordersKey, map[string]any{}), http.StatusBadRequest, notify.EINVALID, "send_at")
+	wantError(t, e.do(t, "PATCH", "/v1/campaigns/"+acc.ID, billingKey, map[string]any{"send_at": later.Add(time.Hour).Format(time.RFC3339)}),
+		http.StatusNotFound, notify.ENOTFOUND, "")
+
+	rec = e.do(t, "DELETE", "/v1/campaigns/"+acc.ID, ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "DELETE", "/v1/campaigns/{id}", rec)
+	if got := decodeBody[campaignState](t, rec); got.State != notify.CampaignCanceled {
+		t.Fatalf("DELETE: state %s, want CANCELED", got.State)
+	}
+	// A canceled campaign can no longer be moved.
+	wantError(t, e.do(t, "PATCH", "/v1/campaigns/"+acc.ID, ordersKey, map[string]any{"send_at": later.Add(time.Hour).Format(time.RFC3339)}),
+		http.StatusConflict, notify.ECONFLICT, "")
+}

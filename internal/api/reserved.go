@@ -29,6 +29,19 @@ func writeNotImplemented(w http.ResponseWriter, msg string) {
 	writeJSON(w, http.StatusNotImplemented, errorBody{Error: errorDetail{Code: codeNotImplemented, Message: msg}})
 }
 
+// validSendAt checks the new time of a reschedule.
+func validSendAt(at *time.Time, now time.Time) error {
+	switch {
+	case at == nil:
+		return notify.FieldError("send_at", "is required: the new time of the reserved send (RFC 3339)")
+	case !at.After(now):
+		return notify.FieldError("send_at", "must be in the future; to send now, cancel and send again")
+	case at.After(now.Add(notify.MaxScheduleHorizon)):
+		return notify.FieldError("send_at", "at most one year ahead")
+	}
+	return nil
+}
+
 // ownNotification returns the caller's notification id; another service's is reported exactly
 // like a missing one.
 func (s *server) ownNotification(r *http.Request, id string) (*notify.Notification, error) {
@@ -59,13 +72,8 @@ func (s *server) rescheduleNotification(w http.ResponseWriter, r *http.Request) 
 		return err
 	}
 	now := s.clock.Now()
-	switch {
-	case req.SendAt == nil:
-		return notify.FieldError("send_at", "is required: the new time of the reserved send (RFC 3339)")
-	case !req.SendAt.After(now):
-		return notify.FieldError("send_at", "must be in the future; to send now, cancel and send again")
-	case req.SendAt.After(now.Add(notify.MaxScheduleHorizon)):
-		return notify.FieldError("send_at", "at most one year ahead")
+	if err := validSendAt(req.SendAt, now); err != nil {
+		return err
 	}
 	rs, ok := s.store.(notify.Rescheduler)
 	if s.scheduler == nil || !ok {

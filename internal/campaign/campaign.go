@@ -468,6 +468,16 @@ func (s *Steps) Pause(ctx context.Context, id string) error {
 	return s.setState(ctx, id, notify.CampaignPaused, notify.CampaignRunning, notify.CampaignPausedQuietHours)
 }
 
+// Reschedule moves a reserved campaign's send_at to at. ECONFLICT unless it is still SCHEDULED.
+func (s *Steps) Reschedule(ctx context.Context, id string, at time.Time) error {
+	err := s.d.Campaigns.SetCampaignState(ctx, id, notify.CampaignTransition{To: notify.CampaignScheduled, SendAt: &at,
+		At: s.d.Clock.Now()}, notify.CampaignScheduled)
+	if err != nil {
+		return fmt.Errorf("reschedule campaign %s: %w", id, err)
+	}
+	return nil
+}
+
 // Resume restarts a paused campaign; CheckWindow re-applies quiet hours. ECONFLICT unless PAUSED.
 func (s *Steps) Resume(ctx context.Context, id string) error {
 	return s.setState(ctx, id, notify.CampaignRunning, notify.CampaignPaused)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"herald/internal/notify"
 )
@@ -111,6 +112,26 @@ func (x *Control) CreateCampaign(ctx context.Context, c *notify.Campaign) (store
 // GetCampaign returns the campaign with its progress. ENOTFOUND.
 func (x *Control) GetCampaign(ctx context.Context, id string) (*notify.Campaign, error) {
 	return x.Steps.d.Campaigns.GetCampaign(ctx, id)
+}
+
+// Reschedule moves a reserved campaign's send_at: the new fire is armed before the store
+// changes, so a write that loses to the old fire or a cancel leaves only a fire that finds the
+// campaign no longer waiting, while the old fire, armed for the old time, is stale (FireCampaign)
+// once the store has the new one. ECONFLICT unless SCHEDULED.
+func (x *Control) Reschedule(ctx context.Context, id string, at time.Time) error {
+	c, err := x.Steps.d.Campaigns.GetCampaign(ctx, id)
+	if err != nil {
+		return fmt.Errorf("reschedule campaign %s: %w", id, err)
+	}
+	if c.State != notify.CampaignScheduled {
+		return notify.Errorf(notify.ECONFLICT, "campaign %s is %s, no longer SCHEDULED; it can't be rescheduled", id, c.State)
+	}
+	if x.Scheduler != nil {
+		if err := x.Scheduler.Schedule(ctx, id, notify.IngestQueue(c.Service), at); err != nil {
+			return fmt.Errorf("reschedule campaign %s: schedule: %w", id, err)
+		}
+	}
+	return x.Steps.Reschedule(ctx, id, at)
 }
 
 // Pause stops the campaign: its run ends at its next CheckWindow. ECONFLICT unless running.

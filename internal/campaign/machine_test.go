@@ -425,3 +425,57 @@ func TestControlResumeStartsTheNextGeneration(t *testing.T) {
 		t.Fatalf("a fire for a canceled campaign started something: %v", x.started())
 	}
 }
+
+// PATCH /v1/campaigns/{id} in AWS: the fire is re-armed for the new time, the store moves, and
+// the fire armed for the old time starts nothing.
+func TestControlReschedule(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctl, x, s := e.control()
+	ctx := t.Context()
+	first := e.clock.Now().Add(time.Hour).UTC()
+	c := &notify.Campaign{ID: "c_moved", Service: "marketing", State: notify.CampaignScheduled, SendAt: &first,
+		Notification: notify.Notification{Category: notify.CategoryTransactional, Channels: []notify.Channel{notify.ChannelPush},
+			Content: notify.Content{Body: "hi"}},
+		Audience: notify.Audience{Sources: []notify.Segment{{Kind: notify.AudienceUserList, ListID: "l"}}}}
+	if _, _, err := ctl.CreateCampaign(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	later := first.Add(3 * time.Hour)
+	if err := ctl.Reschedule(ctx, c.ID, later); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"c_moved→ingest-marketing@" + first.Format(time.RFC3339), "c_moved→ingest-marketing@" + later.Format(time.RFC3339)}
+	if !slices.Equal(s.fires, want) {
+		t.Fatalf("fires %v, want %v", s.fires, want)
+	}
+	got, err := e.store.GetCampaign(ctx, c.ID)
+	if err != nil || got.SendAt == nil || !got.SendAt.Equal(later) || got.State != notify.CampaignScheduled {
+		t.Fatalf("stored %+v, %v; want SCHEDULED at %v", got, err, later)
+	}
+	// The old fire arrives at the old time: stale, nothing starts.
+	e.clock.Set(first)
+	if ok, err := ctl.FireCampaign(ctx, notify.FireMessage{Fire: c.ID, At: &first}); err != nil || !ok {
+		t.Fatalf("old fire = %v, %v", ok, err)
+	}
+	if started, _, _ := x.Started(ctx, c.ID, 0); started {
+		t.Fatal("the fire armed for the old send_at started the campaign")
+	}
+	e.clock.Set(later)
+	if _, err := ctl.FireCampaign(ctx, notify.FireMessage{Fire: c.ID, At: &later}); err != nil {
+		t.Fatal(err)
+	}
+	if started, _, _ := x.Started(ctx, c.ID, 0); !started {
+		t.Fatal("the fire armed for the new send_at did not start the campaign")
+	}
+	// A canceled campaign can't be moved, and no fire is armed for it.
+	if err := ctl.Cancel(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.Reschedule(ctx, c.ID, later.Add(time.Hour)); !notify.IsCode(err, notify.ECONFLICT) {
+		t.Fatalf("reschedule after cancel = %v, want ECONFLICT", err)
+	}
+	if len(s.fires) != 2 {
+		t.Fatalf("fires %v: a refused reschedule armed one", s.fires)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -410,6 +411,21 @@ func (s *Store) SaveCursor(ctx context.Context, id string, expected, next notify
 // SetCampaignState implements notify.CampaignStore: it reads the campaign, then updates it and
 // its listing entry in one transaction conditioned on the state as read (which must be in
 // from); a state changed in between is read again.
+// docWithSendAt is a campaign doc with its send_at replaced.
+func docWithSendAt(doc string, at time.Time) (string, error) {
+	var d map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+		return "", fmt.Errorf("decode campaign: %w", err)
+	}
+	raw, err := json.Marshal(at.UTC())
+	if err != nil {
+		return "", err
+	}
+	d["send_at"] = raw
+	b, err := json.Marshal(d)
+	return string(b), err
+}
+
 func (s *Store) SetCampaignState(ctx context.Context, id string, t notify.CampaignTransition, from ...notify.CampaignState) error {
 	op := fmt.Sprintf("set campaign %s state %s", id, t.To)
 	at := nanos(s.nowOr(t.At))
@@ -439,6 +455,13 @@ func (s *Store) SetCampaignState(ctx context.Context, id string, t notify.Campai
 		}
 		if t.To.Final() {
 			set = append(set, e.n("finished_at")+" = "+e.i(at))
+		}
+		if t.SendAt != nil {
+			doc, err := docWithSendAt(it.Doc, *t.SendAt)
+			if err != nil {
+				return wrapErr(op, err)
+			}
+			set = append(set, e.n("doc")+" = "+e.s(doc))
 		}
 		le := newExpr()
 		tx := []types.TransactWriteItem{

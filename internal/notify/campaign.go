@@ -237,6 +237,8 @@ type CampaignTransition struct {
 	PausedUntil *time.Time // kept only for PAUSED_QUIET_HOURS
 	Error       string     // kept only for FAILED
 	At          time.Time  // becomes UpdatedAt (StartedAt on the first RUNNING, FinishedAt on a final state)
+	// SendAt, when set, replaces the campaign's send_at (a reschedule, with To SCHEDULED).
+	SendAt *time.Time
 }
 
 // CampaignStore keeps campaigns, their cursors and uploaded audience lists. Adapters pass

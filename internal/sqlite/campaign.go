@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"herald/internal/notify"
 )
@@ -368,6 +369,11 @@ func (s *Store) SetCampaignState(ctx context.Context, id string, t notify.Campai
 		if len(from) > 0 && !campaignStateIn(notify.CampaignState(current), from) {
 			return notify.Errorf(notify.ECONFLICT, "campaign is %s, not %v", current, from)
 		}
+		if t.SendAt != nil {
+			if err := setCampaignSendAt(ctx, tx, id, *t.SendAt); err != nil {
+				return err
+			}
+		}
 		_, err = tx.ExecContext(ctx, `UPDATE campaigns SET state = ?, paused_until = ?, error = ?, updated_at = ?,
 				started_at = CASE WHEN ? AND started_at IS NULL THEN ? ELSE started_at END,
 				finished_at = CASE WHEN ? THEN ? ELSE finished_at END
@@ -381,6 +387,28 @@ func (s *Store) SetCampaignState(ctx context.Context, id string, t notify.Campai
 		return fmt.Errorf("sqlite: set campaign %s state %s: %w", id, t.To, err)
 	}
 	return nil
+}
+
+// setCampaignSendAt rewrites the send_at kept in the campaign's doc.
+func setCampaignSendAt(ctx context.Context, tx *sql.Tx, id string, at time.Time) error {
+	var doc []byte
+	if err := tx.QueryRowContext(ctx, `SELECT doc FROM campaigns WHERE id = ?`, id).Scan(&doc); err != nil {
+		return err
+	}
+	var d map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return fmt.Errorf("decode campaign: %w", err)
+	}
+	raw, err := json.Marshal(at.UTC())
+	if err != nil {
+		return err
+	}
+	d["send_at"] = raw
+	if doc, err = json.Marshal(d); err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE campaigns SET doc = ? WHERE id = ?`, doc, id)
+	return err
 }
 
 func campaignStateIn(s notify.CampaignState, set []notify.CampaignState) bool {

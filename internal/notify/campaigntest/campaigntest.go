@@ -323,6 +323,27 @@ var cases = []campaignCase{
 			t.Fatalf("after failure: %+v", got)
 		}
 	}},
+	{"RescheduleMovesSendAt", func(t *testing.T, s Store) {
+		ctx := t.Context()
+		c := newCampaign("c_resched")
+		first := t0.Add(24 * time.Hour)
+		c.State, c.SendAt = notify.CampaignScheduled, &first
+		mustCreate(t, s, c)
+		later := t0.Add(48 * time.Hour)
+		noErr(t, s.SetCampaignState(ctx, c.ID, notify.CampaignTransition{To: notify.CampaignScheduled, SendAt: &later, At: t0},
+			notify.CampaignScheduled))
+		got, err := s.GetCampaign(ctx, c.ID)
+		noErr(t, err)
+		if got.State != notify.CampaignScheduled || got.SendAt == nil || !got.SendAt.Equal(later) ||
+			got.Notification.Content.Title != c.Notification.Content.Title || len(got.Audience.Sources) != len(c.Audience.Sources) {
+			t.Fatalf("after reschedule: state %s send_at %v, content %+v; want SCHEDULED at %v, the rest unchanged",
+				got.State, got.SendAt, got.Notification.Content, later)
+		}
+		// Once it runs, it can't be rescheduled.
+		noErr(t, s.SetCampaignState(ctx, c.ID, notify.CampaignTransition{To: notify.CampaignRunning, At: later}))
+		wantCode(t, s.SetCampaignState(ctx, c.ID, notify.CampaignTransition{To: notify.CampaignScheduled, SendAt: &first},
+			notify.CampaignScheduled), notify.ECONFLICT)
+	}},
 	{"ListCampaigns", func(t *testing.T, s Store) {
 		ctx := t.Context()
 		for i, st := range []notify.CampaignState{notify.CampaignRunning, notify.CampaignScheduled, notify.CampaignRunning} {
