@@ -77,6 +77,7 @@ type Config struct {
 // Broadcasts stores a campaign's inbox broadcast (implemented by the stores' InboxStore).
 type Broadcasts interface {
 	PutBroadcast(ctx context.Context, b notify.Broadcast) error
+	WithdrawBroadcast(ctx context.Context, id string, at time.Time) error
 }
 
 // Dispatcher is what the steps need of the pipeline (implemented by *pipeline.Pipeline).
@@ -488,12 +489,36 @@ func (s *Steps) Resume(ctx context.Context, id string) error {
 func (s *Steps) Cancel(ctx context.Context, id string) error {
 	if err := s.setState(ctx, id, notify.CampaignCanceled, notify.CampaignScheduled, notify.CampaignRunning,
 		notify.CampaignPaused, notify.CampaignPausedQuietHours); err != nil {
+		if !notify.IsCode(err, notify.ECONFLICT) {
+			return err
+		}
+		// Canceled before: finish what that cancel may not have (a retry repairs), and still
+		// say it was not this call that canceled it.
+		c, gerr := s.d.Campaigns.GetCampaign(ctx, id)
+		if gerr != nil || c.State != notify.CampaignCanceled {
+			return err
+		}
+		if rerr := s.afterCancel(ctx, id); rerr != nil {
+			return rerr
+		}
 		return err
 	}
+	return s.afterCancel(ctx, id)
+}
+
+// afterCancel cancels a canceled campaign's notification, so batches already enqueued are
+// skipped, and withdraws its inbox broadcast. Both are idempotent.
+func (s *Steps) afterCancel(ctx context.Context, id string) error {
 	err := s.d.Notifications.SetNotificationStatus(ctx, id, notify.StatusCanceled,
 		notify.StatusDispatching, notify.StatusProcessing, notify.StatusAccepted)
 	if err != nil && !notify.IsCode(err, notify.ECONFLICT) {
 		return fmt.Errorf("cancel %s: %w", id, err)
+	}
+	// Its inbox broadcast, if it stored one, leaves every inbox.
+	if s.d.Broadcasts != nil {
+		if err := s.d.Broadcasts.WithdrawBroadcast(ctx, id, s.d.Clock.Now()); err != nil {
+			return fmt.Errorf("cancel %s: withdraw its inbox broadcast: %w", id, err)
+		}
 	}
 	return nil
 }

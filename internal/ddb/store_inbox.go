@@ -322,6 +322,8 @@ type broadcastItem struct {
 	ExpiresAt *int64 `dynamo:"expires_at,omitempty"`
 	TTL       *int64 `dynamo:"ttl,omitempty"`
 	Doc       []byte `dynamo:"doc"` // notify.Broadcast as JSON; created_at and expires_at win
+	// WithdrawnAt is set on the claim item only (WithdrawBroadcast): reads check it there.
+	WithdrawnAt *int64 `dynamo:"withdrawn_at,omitempty"`
 }
 
 // markerItem is a user's read or deleted marker of a broadcast.
@@ -447,6 +449,24 @@ func (s *Store) visibleBroadcasts(ctx context.Context, userID string, now time.T
 	if len(bs) == 0 {
 		return nil, nil
 	}
+	// Withdrawn ones (canceled campaigns): the claim item says so.
+	claimKeys := make([]dynamo.Keyed, len(bs))
+	for i, b := range bs {
+		claimKeys[i] = dynamo.Keys{broadcastPK(b.ID), skBroadcast}
+	}
+	var claims []broadcastItem
+	err = s.db.Table(s.tables.Notifications).Batch(attrPK, attrSK).Get(claimKeys...).Project("id", "withdrawn_at").All(ctx, &claims)
+	if err != nil && !errors.Is(err, dynamo.ErrNotFound) {
+		return nil, fmt.Errorf("read broadcast claims: %w", err)
+	}
+	withdrawn := map[string]bool{}
+	for _, c := range claims {
+		withdrawn[c.ID] = c.WithdrawnAt != nil && *c.WithdrawnAt <= nanos(now)
+	}
+	bs = slices.DeleteFunc(bs, func(b notify.Broadcast) bool { return withdrawn[b.ID] })
+	if len(bs) == 0 {
+		return nil, nil
+	}
 	// The user's marker of each candidate, and any own item with its id: an own item (the
 	// campaign also reached the user through a user list) shadows the broadcast.
 	keys := make([]dynamo.Keyed, 0, 2*len(bs))
@@ -532,4 +552,28 @@ func (s *Store) markBroadcast(ctx context.Context, userID, id string, at time.Ti
 		return nil // read meanwhile: the first read_at stays
 	}
 	return err
+}
+
+// WithdrawBroadcast implements notify.InboxStore: withdrawn_at on the broadcast's claim item,
+// which every read checks for its candidates (one BatchGetItem), so the per-app copies stay as
+// they are and expire by TTL.
+func (s *Store) WithdrawBroadcast(ctx context.Context, id string, at time.Time) error {
+	e := newExpr()
+	_, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        aws.String(s.tables.Notifications),
+		Key:              key2(broadcastPK(id), skBroadcast),
+		UpdateExpression: aws.String(updateExpr([]string{e.n("withdrawn_at") + " = " + e.i(nanos(at))}, nil, nil)),
+		ConditionExpression: aws.String("attribute_exists(" + e.n(attrPK) + ") AND (attribute_not_exists(" + e.n("withdrawn_at") +
+			") OR " + e.n("withdrawn_at") + " > " + e.i(nanos(at)) + ")"),
+		ExpressionAttributeNames:  e.nameMap(),
+		ExpressionAttributeValues: e.valueMap(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil // unknown, or withdrawn already
+	}
+	if err != nil {
+		return wrapErr("withdraw broadcast "+id, err)
+	}
+	return nil
 }

@@ -144,6 +144,9 @@ type InboxStore interface {
 	// depend on the audience. An existing b.ID is left as it is, with every user's marker
 	// (idempotent). EINVALID if b.Validate fails.
 	PutBroadcast(ctx context.Context, b Broadcast) error
+	// WithdrawBroadcast hides broadcast id from every read at or after at (its campaign was
+	// canceled), markers included. Idempotent; an unknown id is no error.
+	WithdrawBroadcast(ctx context.Context, id string, at time.Time) error
 	// ListInbox returns a user's items and visible broadcasts newest first (CompareInbox);
 	// cursor "" starts, next "" means the end. An item or broadcast arriving between pages does
 	// not shift the rest of a walk.

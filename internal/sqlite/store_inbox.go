@@ -461,3 +461,21 @@ func (s *Store) visibleBroadcasts(ctx context.Context, userID string, now time.T
 	}
 	return out, nil
 }
+
+// WithdrawBroadcast implements notify.InboxStore: the broadcast expires at at (or earlier, if it
+// already did), in the table and in its per-app index, which every read filters on.
+func (s *Store) WithdrawBroadcast(ctx context.Context, id string, at time.Time) error {
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		for _, table := range []string{"broadcasts", "broadcast_apps"} {
+			if _, err := tx.ExecContext(ctx, `UPDATE `+table+` SET expires_at = ?
+				WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)`, nanosOf(at), id, nanosOf(at)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: withdraw broadcast %s: %w", id, err)
+	}
+	return nil
+}

@@ -29,6 +29,7 @@ var inboxCases = []storeCase{
 	{"Inbox/Broadcast/MarkRead", testBroadcastMarkRead},
 	{"Inbox/Broadcast/MarkAllRead", testBroadcastMarkAllRead},
 	{"Inbox/Broadcast/Delete", testBroadcastDelete},
+	{"Inbox/Broadcast/Withdraw", testBroadcastWithdraw},
 	{"Inbox/Broadcast/PutIdempotent", testBroadcastPutIdempotent},
 	{"Inbox/Broadcast/ExpiredInvisible", testBroadcastExpired},
 	{"Inbox/Broadcast/Invalid", testBroadcastInvalid},
@@ -662,4 +663,27 @@ func testBroadcastInvalid(t *testing.T, s notify.Store) {
 			t.Fatalf("%s: PutBroadcast = %v, want %s", name, err, notify.EINVALID)
 		}
 	}
+}
+
+func testBroadcastWithdraw(t *testing.T, s notify.Store) {
+	appDevice(t, s, "u1", "tok-1", "shop", notify.PlatformFCM, "")
+	putBroadcast(t, s, broadcast("b_kept", t0, notify.BroadcastTarget{App: "shop"}),
+		broadcast("b_gone", t0.Add(time.Second), notify.BroadcastTarget{App: "shop"}))
+	noErr(t, s.MarkRead(t.Context(), "u1", "b_gone", t0.Add(2*time.Second)))
+	at := t0.Add(time.Minute)
+	for range 2 { // idempotent
+		noErr(t, s.WithdrawBroadcast(t.Context(), "b_gone", at))
+	}
+	noErr(t, s.WithdrawBroadcast(t.Context(), "b_never_stored", at))
+	if got := visibleIDs(t, s, "u1", at.Add(-time.Second)); !slices.Equal(got, []string{"b_gone", "b_kept"}) {
+		t.Fatalf("before the withdrawal time u1 sees %v, want both", got)
+	}
+	now := at.Add(time.Second)
+	if got := visibleIDs(t, s, "u1", now); !slices.Equal(got, []string{"b_kept"}) {
+		t.Fatalf("after the withdrawal u1 sees %v, want [b_kept]", got)
+	}
+	if got := unread(t, s, "u1", now); got != 1 {
+		t.Fatalf("UnreadCount = %d, want 1", got)
+	}
+	wantCode(t, s.MarkRead(t.Context(), "u1", "b_gone", now), notify.ENOTFOUND)
 }
