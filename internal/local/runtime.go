@@ -210,7 +210,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.cancel = cancel
-	gate := &Gate{MaxHold: 250 * time.Millisecond}
+	gate := &Gate{MaxHold: 250 * time.Millisecond, Linger: 10 * time.Millisecond}
 	for _, c := range consumers {
 		c.Handler = r.handlerFor(c)
 		c.Gate = gate

@@ -37,19 +37,30 @@ type Consumer struct {
 // slows a campaign down but never stops it).
 type Gate struct {
 	MaxHold time.Duration
-	busy    atomic.Int64
+	// Linger keeps the gate closed this long after a real-time batch ends, so the next stage of
+	// the same notification (its message is on the next queue by then) finds it still closed.
+	Linger time.Duration
+	busy   atomic.Int64
+	last   atomic.Int64 // unix nanos of the last leave
 }
 
 func (g *Gate) enter() { g.busy.Add(1) }
-func (g *Gate) leave() { g.busy.Add(-1) }
+func (g *Gate) leave() {
+	g.last.Store(time.Now().UnixNano())
+	g.busy.Add(-1)
+}
 
-// yield waits while real-time work is in flight, up to MaxHold.
+func (g *Gate) closed() bool {
+	return g.busy.Load() > 0 || time.Since(time.Unix(0, g.last.Load())) < g.Linger
+}
+
+// yield waits while real-time work is in flight (or just was), up to MaxHold.
 func (g *Gate) yield(ctx context.Context) {
-	if g.busy.Load() == 0 {
+	if !g.closed() {
 		return
 	}
 	deadline := time.Now().Add(g.MaxHold)
-	for g.busy.Load() > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+	for g.closed() && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(time.Millisecond)
 	}
 }
