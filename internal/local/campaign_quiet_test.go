@@ -3,8 +3,6 @@ package local
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -21,17 +19,8 @@ func TestCampaignCrossingQuietHours(t *testing.T) {
 	t.Parallel()
 	seoul, _ := time.LoadLocation("Asia/Seoul")
 	clock := &settableClock{now: time.Date(2026, 12, 4, 20, 59, 50, 0, seoul)}
-	rt, err := Start(context.Background(), Options{Config: config.Dev(), DataDir: t.TempDir(), Addr: "127.0.0.1:0",
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Clock: clock, SandboxInMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Shutdown(ctx)
-	})
-	e := &env{t: t, rt: rt, log: &syncBuffer{}}
+	e := startWithClock(t, config.Dev(), clock)
+	rt := e.rt
 	ctx := context.Background()
 	const devices, page = 12000, 5000 // three pages: 5,000, 5,000, 2,000
 	consent := clock.Now().Add(-24 * time.Hour)

@@ -3,8 +3,6 @@ package local
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -17,17 +15,8 @@ import (
 func TestReservedCampaignRescheduleAndCancel(t *testing.T) {
 	t.Parallel()
 	clock := &settableClock{now: time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)}
-	rt, err := Start(context.Background(), Options{Config: config.Dev(), DataDir: t.TempDir(), Addr: "127.0.0.1:0",
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Clock: clock, SandboxInMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Shutdown(ctx)
-	})
-	e := &env{t: t, rt: rt, log: &syncBuffer{}}
+	e := startWithClock(t, config.Dev(), clock)
+	rt := e.rt
 	for i := range 3 {
 		if err := rt.Store.PutDevice(context.Background(), notify.Device{UserID: fmt.Sprintf("ru%d", i), Platform: notify.PlatformFCM,
 			App: "default", Token: fmt.Sprintf("fcm-reserved-%02d", i), Environment: "production"}); err != nil {

@@ -29,17 +29,8 @@ func TestMarketingWaitsForQuietHoursToEnd(t *testing.T) {
 	clock := &settableClock{now: time.Date(2026, 12, 1, 22, 0, 0, 0, seoul)}
 	cfg := config.Dev()
 	cfg.Marketing.AdPrefix = true
-	rt, err := Start(context.Background(), Options{Config: cfg, DataDir: t.TempDir(), Addr: "127.0.0.1:0",
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Shutdown(ctx)
-	})
-	e := &env{t: t, rt: rt, log: &syncBuffer{}}
+	e := startWithClock(t, cfg, clock)
+	rt := e.rt
 	for _, u := range []struct {
 		user, token string
 		night       bool
@@ -67,6 +58,22 @@ func TestMarketingWaitsForQuietHoursToEnd(t *testing.T) {
 	if a, b := e.deliveredTo("fcm-night-owl-000001"), e.deliveredTo("fcm-early-bird-00001"); a != 1 || b != 1 {
 		t.Fatalf("deliveries night-owl %d, early-bird %d; want 1 each", a, b)
 	}
+}
+
+// startWithClock runs a local Herald on cfg whose clock the test moves, stopped when the test ends.
+func startWithClock(t *testing.T, cfg *config.Config, clock notify.Clock) *env {
+	t.Helper()
+	rt, err := Start(context.Background(), Options{Config: cfg, DataDir: t.TempDir(), Addr: "127.0.0.1:0",
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Clock: clock, SandboxInMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = rt.Shutdown(ctx)
+	})
+	return &env{t: t, rt: rt, log: &syncBuffer{}}
 }
 
 func waitFor(t *testing.T, cond func() bool) {
