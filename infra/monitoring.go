@@ -111,6 +111,28 @@ func (h *herald) addAlarms() {
 		})
 	}
 
+	if h.campaign != nil {
+		// An execution that ends failed (a step failing after its retries, a continue-as-new
+		// that could not start) leaves its campaign without a run.
+		h.alarm("AlarmCampaignExecutionsFailed", &awscloudwatch.AlarmProps{
+			AlarmName: jsii.String(h.name("campaign-executions-failed")),
+			AlarmDescription: jsii.String(fmt.Sprintf("A run of %s failed, timed out or was aborted: its campaign may be left without a run. %s",
+				h.name("campaign"), runbook("Campaign execution failed"))),
+			Metric: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+				Expression: jsii.String("failed + timedout + aborted"),
+				UsingMetrics: &map[string]awscloudwatch.IMetric{
+					"failed":   h.campaign.MetricFailed(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Sum")}),
+					"timedout": h.campaign.MetricTimedOut(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Sum")}),
+					"aborted":  h.campaign.MetricAborted(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Sum")}),
+				},
+				Label:  jsii.String("campaign executions failed"),
+				Period: five,
+			}),
+			Threshold:         jsii.Number(1),
+			EvaluationPeriods: jsii.Number(1),
+		})
+	}
+
 	ses := func(id, metric, alarmName, entry, what, reviewAt string, percent float64) {
 		h.alarm(id, &awscloudwatch.AlarmProps{
 			AlarmName: jsii.String(h.name(alarmName)),

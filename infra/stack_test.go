@@ -549,6 +549,11 @@ func TestCampaignStateMachine(t *testing.T) {
 			"TracingConfiguration": map[string]any{"Enabled": true},
 			"LoggingConfiguration": assertions.Match_ObjectLike(&map[string]any{"Level": "ALL", "IncludeExecutionData": false}),
 		})
+		// A failed run leaves its campaign without one: that alarms, with a runbook entry.
+		alarm := s.props(s.idByProp(t, "AWS::CloudWatch::Alarm", "AlarmName", "herald-dev-campaign-executions-failed"))
+		if d := mustJSON(alarm["AlarmDescription"]); !strings.Contains(d, "Campaign execution failed") || len(list(alarm["AlarmActions"])) == 0 {
+			t.Errorf("campaign executions alarm: description %s, actions %v", d, alarm["AlarmActions"])
+		}
 		def := mustJSON(s.props(s.ofType("AWS::StepFunctions::StateMachine")[0])["DefinitionString"])
 		order := []string{"CheckWindow", "FetchPage", "DispatchBatches", "SaveCursor"}
 		for _, state := range order {
