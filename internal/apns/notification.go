@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/sideshow/apns2"
@@ -42,7 +41,7 @@ func toHeaders(m notify.OutboundMessage, topic string, now time.Time) *apns2.Not
 	n := &apns2.Notification{
 		DeviceToken: m.Address,
 		Topic:       topic,
-		CollapseID:  truncate(m.CollapseID, maxCollapseID),
+		CollapseID:  notify.Truncate(m.CollapseID, maxCollapseID),
 		Priority:    apns2.PriorityHigh,
 		PushType:    apns2.PushTypeAlert,
 	}
@@ -106,15 +105,4 @@ func payloadKey(m *notify.OutboundMessage) string {
 		field(c.Data[k])
 	}
 	return b.String()
-}
-
-// truncate shortens s to at most n bytes without splitting a UTF-8 sequence.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"firebase.google.com/go/v4/messaging"
 
@@ -51,7 +50,7 @@ func toMessage(m notify.OutboundMessage, now time.Time) *messaging.Message {
 	}
 	if m.CollapseID != "" {
 		android.Notification = &messaging.AndroidNotification{Tag: m.CollapseID}
-		apnsHeaders["apns-collapse-id"] = truncate(m.CollapseID, maxAPNsCollapseID)
+		apnsHeaders["apns-collapse-id"] = notify.Truncate(m.CollapseID, maxAPNsCollapseID)
 	}
 	if m.TTL > 0 {
 		ttl := m.TTL
@@ -124,15 +123,4 @@ func payloadKey(m *notify.OutboundMessage) string {
 		}
 	}
 	return b.String()
-}
-
-// truncate shortens s to at most n bytes without splitting a UTF-8 sequence.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -1,6 +1,9 @@
 package notify
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // MaskEmail keeps the first character of the local part and the domain: "j***@example.com".
 func MaskEmail(s string) string {
@@ -47,4 +50,15 @@ func MaskAddress(c Channel, address string) string {
 	default:
 		return MaskToken(address)
 	}
+}
+
+// Truncate shortens s to at most n bytes without splitting a UTF-8 sequence.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -1,6 +1,9 @@
 package pipeline
 
 import (
+	"context"
+	"log/slog"
+	"maps"
 	"time"
 
 	"herald/internal/notify"
@@ -38,4 +41,61 @@ func Settle(err error, receiveCount int, base, max time.Duration) (Action, time.
 		return DeadLetter, 0
 	}
 	return Retry, notify.Backoff(receiveCount, base, max, notify.RetryAfter(err))
+}
+
+// Run runs h on msgs, turning a panic into a (retryable) failure of every message, never a
+// crash of the runtime.
+func Run(ctx context.Context, h Handler, msgs []notify.Message, log *slog.Logger) (out []ItemFailure) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("stage panicked", "panic", r)
+			out = make([]ItemFailure, len(msgs))
+			for i, m := range msgs {
+				out[i] = ItemFailure{MessageID: m.ID, Err: notify.Errorf(notify.EINTERNAL, "stage panicked: %v", r)}
+			}
+		}
+	}()
+	return h(ctx, msgs)
+}
+
+// SettleFailed carries out Settle for message m of queue, whose stage failed with err, the same
+// way in both runtimes: a retryable failure makes it visible again after its backoff; a
+// permanent one copies it to dlq with its reason (AttrErrorCode, AttrErrorReason,
+// AttrSourceQueue) and deletes it — or, when the copy fails, leaves it to come back after base,
+// so the queue's maxReceiveCount gets it to the DLQ in the end. It returns the action taken.
+// log should carry the queue's name.
+func SettleFailed(ctx context.Context, q notify.Queue, queue, dlq string, m notify.Message, err error,
+	base, max time.Duration, log *slog.Logger) Action {
+	action, delay := Settle(err, m.ReceiveCount, base, max)
+	switch action {
+	case Retry:
+		log.Warn("message will be retried", "message_id", m.ID, "receive_count", m.ReceiveCount,
+			"retry_in", delay, "code", notify.ErrorCode(err), "error", err.Error())
+		if cerr := q.ChangeVisibility(ctx, queue, m.ReceiptHandle, delay); cerr != nil && !notify.IsCode(cerr, notify.ECONFLICT) {
+			log.Error("change visibility failed; the message returns after its visibility timeout", "message_id", m.ID, "error", cerr)
+		}
+	case DeadLetter:
+		attrs := maps.Clone(m.Attributes)
+		if attrs == nil {
+			attrs = map[string]string{}
+		}
+		attrs[AttrErrorCode] = notify.ErrorCode(err)
+		attrs[AttrErrorReason] = notify.Truncate(err.Error(), 1000) // SQS takes only valid UTF-8
+		attrs[AttrSourceQueue] = queue
+		var serr error = notify.Errorf(notify.EINVALID, "no DLQ configured")
+		if dlq != "" {
+			serr = q.Send(ctx, dlq, notify.OutMessage{Body: m.Body, GroupID: m.GroupID, Attributes: attrs})
+		}
+		if serr != nil {
+			log.Error("dead-letter failed; message stays for retry", "message_id", m.ID,
+				"code", notify.ErrorCode(err), "error", err.Error(), "dlq_error", serr)
+			_ = q.ChangeVisibility(ctx, queue, m.ReceiptHandle, base)
+			return Retry
+		}
+		log.Error("message dead-lettered", "dlq", dlq, "message_id", m.ID, "code", notify.ErrorCode(err), "error", err.Error())
+		if derr := q.Delete(ctx, queue, m.ReceiptHandle); derr != nil && !notify.IsCode(derr, notify.ECONFLICT) {
+			log.Error("delete after dead-letter failed", "message_id", m.ID, "error", derr)
+		}
+	}
+	return action
 }

@@ -324,13 +324,3 @@ func TestGlueEnvelope(t *testing.T) {
 	}
 }
 
-func TestTruncateKeepsUTF8(t *testing.T) {
-	t.Parallel()
-	s := strings.Repeat("é", 600) // 1200 bytes
-	if got := truncate(s, 1000); len(got) != 1000 || !validText(got) {
-		t.Errorf("truncate to 1000 bytes gave %d bytes, valid %v", len(got), validText(got))
-	}
-	if got := truncate("abc€", 5); got != "abc" {
-		t.Errorf("truncate(abc€, 5) = %q, want abc", got)
-	}
-}
