@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -113,12 +112,7 @@ func (s *server) createCampaign(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	service := serviceOf(r)
 	var req campaignRequest
-	if err := s.decode(w, r, &req); err != nil {
-		var tp *time.ParseError
-		var e *notify.Error
-		if errors.As(err, &tp) && errors.As(err, &e) {
-			e.Field = "send_at" // the only time in a campaign request
-		}
+	if err := s.decodeSendAt(w, r, &req); err != nil {
 		return err
 	}
 	now := s.clock.Now()
@@ -279,12 +273,7 @@ func (s *server) rescheduleCampaign(w http.ResponseWriter, r *http.Request) erro
 		return nil
 	}
 	var req rescheduleRequest
-	if err := s.decode(w, r, &req); err != nil {
-		var tp *time.ParseError
-		var e *notify.Error
-		if errors.As(err, &tp) && errors.As(err, &e) {
-			e.Field = "send_at"
-		}
+	if err := s.decodeSendAt(w, r, &req); err != nil {
 		return err
 	}
 	if err := validSendAt(req.SendAt, s.clock.Now()); err != nil {

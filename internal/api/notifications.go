@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -29,12 +28,7 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 	ctx := r.Context()
 	service := serviceOf(r)
 	var req notify.SendRequest
-	if err := s.decode(w, r, &req); err != nil {
-		var tp *time.ParseError
-		var e *notify.Error
-		if errors.As(err, &tp) && errors.As(err, &e) {
-			e.Field = "send_at" // the only time in a SendRequest
-		}
+	if err := s.decodeSendAt(w, r, &req); err != nil {
 		return err
 	}
 	now := s.clock.Now()

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -63,12 +62,7 @@ func (s *server) rescheduleNotification(w http.ResponseWriter, r *http.Request) 
 	ctx := r.Context()
 	id := r.PathValue("id")
 	var req rescheduleRequest
-	if err := s.decode(w, r, &req); err != nil {
-		var tp *time.ParseError
-		var e *notify.Error
-		if errors.As(err, &tp) && errors.As(err, &e) {
-			e.Field = "send_at"
-		}
+	if err := s.decodeSendAt(w, r, &req); err != nil {
 		return err
 	}
 	now := s.clock.Now()

@@ -100,6 +100,20 @@ func (s *server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
+// decodeSendAt is decode for a request whose only time is send_at: a malformed time names
+// that field (encoding/json does not say which field held it).
+func (s *server) decodeSendAt(w http.ResponseWriter, r *http.Request, v any) error {
+	err := s.decode(w, r, v)
+	var (
+		tp *time.ParseError
+		e  *notify.Error
+	)
+	if errors.As(err, &tp) && errors.As(err, &e) {
+		e.Field = "send_at"
+	}
+	return err
+}
+
 // decodeError translates an encoding/json error into a caller-facing *notify.Error.
 func decodeError(err error, limit int64) error {
 	var (

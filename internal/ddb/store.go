@@ -439,14 +439,3 @@ func forEach(ctx context.Context, n int, fn func(ctx context.Context, i int) err
 	return g.Wait()
 }
 
-// clampLimit turns a caller's page size into one the store serves: a default for 0 and a ceiling
-// so one request cannot pull a whole campaign at once.
-func clampLimit(limit int) int {
-	switch {
-	case limit <= 0:
-		return 100
-	case limit > 1000:
-		return 1000
-	}
-	return limit
-}

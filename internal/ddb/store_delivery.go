@@ -582,7 +582,7 @@ func (s *Store) ListDeliveries(ctx context.Context, notificationID, cursor strin
 		}
 		after = string(b)
 	}
-	limit = clampLimit(limit)
+	limit = notify.PageLimit(limit)
 	perShard := make([][]string, deliveryShards)
 	err := forEach(ctx, deliveryShards, func(ctx context.Context, k int) error {
 		q := s.db.Table(s.tables.Deliveries).Get(attrDeliveryShard, deliveryShardKey(notificationID, k)).

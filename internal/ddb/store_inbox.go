@@ -95,7 +95,7 @@ func (s *Store) PutInboxItems(ctx context.Context, items []notify.InboxItem) err
 // LastEvaluatedKey is rebuilt (with the caller's user id, so a cursor never crosses inboxes).
 func (s *Store) ListInbox(ctx context.Context, userID, cursor string, limit int, now time.Time) ([]notify.InboxItem, string, error) {
 	op := "list inbox of " + userID
-	limit = clampLimit(limit)
+	limit = notify.PageLimit(limit)
 	var (
 		start     dynamo.PagingKey
 		cursorOrd string

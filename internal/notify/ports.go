@@ -100,6 +100,18 @@ type BatchClaim struct {
 	Attempts int // after this claim
 }
 
+// PageLimit is the page size a store serves for a listing's limit (ListDeliveries, ListInbox):
+// 100 for 0 or less, at most 1,000, so one request cannot pull a whole campaign at once.
+func PageLimit(limit int) int {
+	switch {
+	case limit <= 0:
+		return 100
+	case limit > 1000:
+		return 1000
+	}
+	return limit
+}
+
 // UserStore keeps devices, contacts and preferences.
 type UserStore interface {
 	// PutDevice creates or replaces the device (UserID, Token); a token registered to another

@@ -297,7 +297,7 @@ func (s *Store) ListDeliveries(ctx context.Context, notificationID, cursor strin
 		}
 		after = string(b)
 	}
-	limit = clampLimit(limit)
+	limit = notify.PageLimit(limit)
 	rows, err := s.db.R.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries
 		WHERE notification_id = ? AND id > ? ORDER BY id LIMIT ?`, notificationID, after, limit+1)
 	if err != nil {
@@ -315,17 +315,6 @@ func (s *Store) ListDeliveries(ctx context.Context, notificationID, cursor strin
 	return ds, next, nil
 }
 
-// clampLimit turns a caller's page size into one the store serves: a default for 0 and a ceiling
-// so one request cannot pull a whole campaign at once.
-func clampLimit(limit int) int {
-	switch {
-	case limit <= 0:
-		return 100
-	case limit > 1000:
-		return 1000
-	}
-	return limit
-}
 
 // scanDeliveries appends the rows (deliveryColumns) to out and closes rows.
 func scanDeliveries(rows *sql.Rows, out []notify.Delivery) ([]notify.Delivery, error) {

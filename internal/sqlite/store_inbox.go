@@ -67,7 +67,7 @@ func (s *Store) PutInboxItems(ctx context.Context, items []notify.InboxItem) err
 // inbox_newest index, so a page costs the same however deep it is; the user's visible broadcasts
 // below the same cursor are merged in (one cursor serves both).
 func (s *Store) ListInbox(ctx context.Context, userID, cursor string, limit int, now time.Time) ([]notify.InboxItem, string, error) {
-	limit = clampLimit(limit)
+	limit = notify.PageLimit(limit)
 	q := `SELECT id, created_at, read_at, expires_at, doc FROM inbox
 		WHERE user_id = ? AND (expires_at IS NULL OR expires_at > ?)`
 	args := []any{userID, nanosOf(now)}
