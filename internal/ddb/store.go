@@ -438,4 +438,3 @@ func forEach(ctx context.Context, n int, fn func(ctx context.Context, i int) err
 	}
 	return g.Wait()
 }
-

@@ -1,7 +1,11 @@
 package notify
 
 import (
+	"context"
+	"errors"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -72,3 +76,31 @@ type redacted struct {
 
 func (r *redacted) Error() string { return r.text }
 func (r *redacted) Unwrap() error { return r.err }
+
+// NoResponse reports whether err means a request got no HTTP response: a connection failure
+// (net/http's, or an AWS SDK's request-send error, which says so with ConnectionError), a
+// timeout or a cancellation.
+func NoResponse(err error) bool {
+	var urlErr *url.Error
+	var netErr net.Error
+	var connErr interface{ ConnectionError() bool }
+	return errors.As(err, &urlErr) || errors.As(err, &netErr) ||
+		(errors.As(err, &connErr) && connErr.ConnectionError()) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// Failure says in a few words what went wrong with a provider call that has no message of the
+// provider's own: "HTTP 503", "timed out", "canceled", "no response" or "unexpected error".
+func Failure(err error, status int) string {
+	switch {
+	case status != 0:
+		return "HTTP " + strconv.Itoa(status)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case NoResponse(err):
+		return "no response"
+	}
+	return "unexpected error"
+}

@@ -1,7 +1,10 @@
 package notify
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net/url"
 	"io/fs"
 	"testing"
 	"time"
@@ -45,5 +48,34 @@ func TestRedact(t *testing.T) {
 	}
 	if Redact(nil, "a", "b") != nil {
 		t.Fatal("Redact(nil) != nil")
+	}
+}
+
+type sendErr struct{ error }
+
+func (sendErr) ConnectionError() bool { return true }
+
+func TestFailure(t *testing.T) {
+	t.Parallel()
+	refused := &url.Error{Op: "Post", URL: "https://x", Err: errors.New("connection refused")}
+	for _, c := range []struct {
+		err    error
+		status int
+		want   string
+		noResp bool
+	}{
+		{errors.New("boom"), 503, "HTTP 503", false},
+		{fmt.Errorf("send: %w", context.DeadlineExceeded), 0, "timed out", true},
+		{context.Canceled, 0, "canceled", true},
+		{fmt.Errorf("op: %w", refused), 0, "no response", true},
+		{sendErr{errors.New("connection refused")}, 0, "no response", true},
+		{errors.New("boom"), 0, "unexpected error", false},
+	} {
+		if got := Failure(c.err, c.status); got != c.want {
+			t.Errorf("Failure(%v, %d) = %q, want %q", c.err, c.status, got, c.want)
+		}
+		if got := NoResponse(c.err); got != c.noResp {
+			t.Errorf("NoResponse(%v) = %v, want %v", c.err, got, c.noResp)
+		}
 	}
 }

@@ -1,14 +1,11 @@
 package scheduler
 
 import (
-	"context"
 	"errors"
-	"net"
 	"net/http"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"herald/internal/notify"
 )
@@ -59,20 +56,11 @@ func translate(err error, format string, args ...any) error {
 			code = notify.EUNAVAILABLE
 		case status == http.StatusUnauthorized || status == http.StatusForbidden:
 			code = notify.EAUTH
-		case status == 0 && noResponse(err):
+		case status == 0 && notify.NoResponse(err):
 			code = notify.EUNAVAILABLE
 		default:
 			code = notify.EINTERNAL
 		}
 	}
 	return notify.Wrap(code, err, format, args...)
-}
-
-// noResponse reports whether err means the request got no HTTP response: a connection failure,
-// a timeout or a cancellation.
-func noResponse(err error) bool {
-	var sendErr *smithyhttp.RequestSendError
-	var netErr net.Error
-	return errors.As(err, &sendErr) || errors.As(err, &netErr) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }

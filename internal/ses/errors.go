@@ -1,17 +1,13 @@
 package ses
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"herald/internal/notify"
 )
@@ -77,7 +73,7 @@ func classifyError(err error, deliveryID, address string) *notify.Error {
 	case ok:
 	case notify.CodeForStatus(status) != "":
 		code = notify.CodeForStatus(status)
-	case noResponse(err):
+	case notify.NoResponse(err):
 		code = notify.EUNAVAILABLE
 	default:
 		code = notify.EINTERNAL
@@ -91,16 +87,8 @@ func classifyError(err error, deliveryID, address string) *notify.Error {
 		if apiMsg != "" && apiMsg != apiCode {
 			what += ": " + apiMsg
 		}
-	case status != 0:
-		what = "HTTP " + strconv.Itoa(status)
-	case errors.Is(err, context.DeadlineExceeded):
-		what = "timed out"
-	case errors.Is(err, context.Canceled):
-		what = "canceled"
-	case noResponse(err):
-		what = "no response"
 	default:
-		what = "unexpected error"
+		what = notify.Failure(err, status)
 	}
 	return &notify.Error{
 		Code:       code,
@@ -108,15 +96,6 @@ func classifyError(err error, deliveryID, address string) *notify.Error {
 		RetryAfter: retryAfter,
 		Err:        notify.Redact(err, address, notify.MaskEmail(address), strings.ToLower(address), notify.MaskEmail(address)),
 	}
-}
-
-// noResponse reports whether err means the request got no HTTP response: a connection failure,
-// a timeout or a cancellation. Sending again is safe to try.
-func noResponse(err error) bool {
-	var sendErr *smithyhttp.RequestSendError
-	var netErr net.Error
-	return errors.As(err, &sendErr) || errors.As(err, &netErr) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // maskFunc returns a function replacing address (as given and lower-cased) with its mask, since

@@ -315,7 +315,6 @@ func (s *Store) ListDeliveries(ctx context.Context, notificationID, cursor strin
 	return ds, next, nil
 }
 
-
 // scanDeliveries appends the rows (deliveryColumns) to out and closes rows.
 func scanDeliveries(rows *sql.Rows, out []notify.Delivery) ([]notify.Delivery, error) {
 	defer rows.Close()

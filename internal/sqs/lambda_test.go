@@ -323,4 +323,3 @@ func TestGlueEnvelope(t *testing.T) {
 		t.Errorf("DLQ copy: group %q, attributes %v", dead.GroupID, dead.Attributes)
 	}
 }
-

@@ -1,7 +1,6 @@
 package twilio
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -51,25 +50,14 @@ func classifyError(err error, status int, retryAfter time.Duration, deliveryID, 
 		code = notify.EAUTH // the account in the URL does not exist for these credentials
 	case notify.CodeForStatus(status) != "":
 		code = notify.CodeForStatus(status)
-	case status == 0 && noResponse(err):
+	case status == 0 && notify.NoResponse(err):
 		code = notify.EUNAVAILABLE
 	default:
 		code = notify.EINTERNAL
 	}
 
 	if what == "" {
-		switch {
-		case status != 0:
-			what = "HTTP " + strconv.Itoa(status)
-		case errors.Is(err, context.DeadlineExceeded):
-			what = "timed out"
-		case errors.Is(err, context.Canceled):
-			what = "canceled"
-		case noResponse(err):
-			what = "no response"
-		default:
-			what = "unexpected error"
-		}
+		what = notify.Failure(err, status)
 	}
 	mask := maskFunc(phone)
 	return &notify.Error{

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -239,12 +238,4 @@ func (t *rewriteTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	r.URL.RawPath = ""
 	r.Host = ""
 	return t.next.RoundTrip(r)
-}
-
-// noResponse reports whether err means the request got no HTTP response.
-func noResponse(err error) bool {
-	var netErr net.Error
-	var urlErr *url.Error
-	return errors.As(err, &urlErr) || errors.As(err, &netErr) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
