@@ -13,8 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -151,8 +149,8 @@ var callCodes = map[string]string{
 	"ValidationException":         notify.EINVALID,
 }
 
-// translate gives an SDK error a notify code: the service's code decides, else the HTTP status;
-// a call that got no response is EUNAVAILABLE.
+// translate gives an SDK error a notify code: the service's code decides, else the HTTP status
+// (notify.CodeForStatus); a call that got no response is EUNAVAILABLE.
 func translate(err error, format string, args ...any) error {
 	var apiErr smithy.APIError
 	code, ok := "", false
@@ -161,14 +159,13 @@ func translate(err error, format string, args ...any) error {
 	}
 	if !ok {
 		var respErr *awshttp.ResponseError
-		var netErr net.Error
 		switch {
-		case errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusTooManyRequests:
-			code = notify.ETHROTTLED
-		case errors.As(err, &respErr) && respErr.HTTPStatusCode() >= 500,
-			!errors.As(err, &respErr) && (errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded)):
+		case errors.As(err, &respErr):
+			code = notify.CodeForStatus(respErr.HTTPStatusCode())
+		case notify.NoResponse(err):
 			code = notify.EUNAVAILABLE
-		default:
+		}
+		if code == "" {
 			code = notify.EINTERNAL
 		}
 	}
