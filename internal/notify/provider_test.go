@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"io/fs"
+	"net/url"
 	"testing"
 	"time"
 )
