@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
@@ -79,9 +78,8 @@ func (e *Env) AudienceImporter() (*AudienceImporter, error) {
 	for _, s := range e.Config.Services {
 		services[s.Name] = true
 	}
-	db := dynamo.New(e.AWS, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	return &AudienceImporter{
-		S3: s3.NewFromConfig(e.AWS), Store: e.Store, Markers: db.Table(ddb.TablesWithPrefix(os.Getenv(EnvTablePrefix)).Users),
+		S3: s3.NewFromConfig(e.AWS), Store: e.Store, Markers: e.DB.Table(ddb.TablesWithPrefix(os.Getenv(EnvTablePrefix)).Users),
 		Bucket: bucket, Services: services, Log: e.Log, Now: time.Now,
 	}, nil
 }

@@ -64,6 +64,9 @@ type Env struct {
 	// Writes counts the DynamoDB items this function writes; each SQS batch reports its share
 	// as the StoreWrites metric (dimension Queue), which makes writes per recipient measurable.
 	Writes *ddb.WriteCounter
+	// DB is the one DynamoDB client every store of the function goes through (so Writes counts
+	// them all).
+	DB *dynamo.DB
 
 	queuePrefix string
 }
@@ -109,8 +112,8 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := dynamo.New(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }, e.Writes.Option)
-	if e.Store, err = ddb.New(db, ddb.TablesWithPrefix(tablePrefix), cipher, notify.SystemClock{}); err != nil {
+	e.DB = dynamo.New(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }, e.Writes.Option)
+	if e.Store, err = ddb.New(e.DB, ddb.TablesWithPrefix(tablePrefix), cipher, notify.SystemClock{}); err != nil {
 		return nil, err
 	}
 	sqsClient := awssqs.NewFromConfig(awsCfg)
