@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -172,7 +171,7 @@ func (s *Store) filterMembers(ctx context.Context, seg notify.Segment, items []a
 			if seg.Platform != "" && it.Platform != string(seg.Platform) {
 				continue
 			}
-			if seg.Locale != "" && it.Locale != seg.Locale && !strings.HasPrefix(it.Locale, seg.Locale+"-") {
+			if !notify.LocaleMatches(seg.Locale, it.Locale) {
 				continue
 			}
 			if seg.MarketingConsent && consent[it.UserID].MarketingConsent == nil {

@@ -107,7 +107,7 @@ func (b Broadcast) Reaches(devices []Device, p Preferences) bool {
 
 func (t BroadcastTarget) matches(d Device) bool {
 	return d.App == t.App && (t.Platform == "" || d.Platform == t.Platform) &&
-		(t.Locale == "" || d.Locale == t.Locale || strings.HasPrefix(d.Locale, t.Locale+"-"))
+		LocaleMatches(t.Locale, d.Locale)
 }
 
 // Item is the broadcast as userID's inbox item, read at readAt (nil: unread).
@@ -138,4 +138,10 @@ func MergeInbox(own, broadcasts []InboxItem, limit int) (page []InboxItem, more 
 		return all[:limit], true
 	}
 	return all, false
+}
+
+// LocaleMatches reports whether a device's locale passes an audience's locale filter: no filter,
+// the same locale, or a region of the filter's language ("ko" matches "ko-KR", not "kor").
+func LocaleMatches(filter, locale string) bool {
+	return filter == "" || locale == filter || strings.HasPrefix(locale, filter+"-")
 }
