@@ -186,8 +186,6 @@ func (req *campaignRequest) campaign(service string, now time.Time) (*notify.Cam
 		at := req.SendAt.UTC()
 		c.SendAt = &at
 		c.State = notify.CampaignScheduled
-	} else {
-		c.StartedAt = &now // a campaign created running starts now: its rate and ETA count from here
 	}
 	c.ApplyDefaults()
 	if err := c.Validate(); err != nil {

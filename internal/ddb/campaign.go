@@ -124,6 +124,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c *notify.Campaign) (*notify
 	op := "create campaign " + c.ID
 	cp := *c
 	cp.CreatedAt, cp.UpdatedAt = s.nowOr(cp.CreatedAt), s.nowOr(cp.UpdatedAt)
+	cp.StartedAt = cp.StartedOnCreate()
 	if cp.SendAt != nil {
 		t := cp.SendAt.UTC()
 		cp.SendAt = &t

@@ -204,6 +204,16 @@ type Campaign struct {
 	FinishedAt   *time.Time       `json:"finished_at,omitempty"`
 }
 
+// StartedOnCreate is the StartedAt a campaign is stored with: one created RUNNING starts at
+// CreatedAt (the first RUNNING, as SetCampaignState records it for the others).
+func (c *Campaign) StartedOnCreate() *time.Time {
+	if c.StartedAt == nil && c.State == CampaignRunning {
+		t := c.CreatedAt
+		return &t
+	}
+	return c.StartedAt
+}
+
 // Validate reports every problem with a campaign to be created.
 func (c *Campaign) Validate() error {
 	var errs []error
@@ -246,9 +256,10 @@ type CampaignTransition struct {
 type CampaignStore interface {
 	// CreateCampaign stores c with c.State and an empty cursor (one SourceCursor per source),
 	// together with its notification — c.Notification with ID c.ID, Service c.Service, lane bulk,
-	// status DISPATCHING and no recipients — as one step. If a campaign with c.ID exists it
-	// returns the stored one and created=false. EINVALID if c.ID is empty; ECONFLICT if a
-	// notification with that id exists without a campaign.
+	// status DISPATCHING and no recipients — as one step; one created RUNNING has StartedAt =
+	// CreatedAt. If a campaign with c.ID exists it returns the stored one and created=false.
+	// EINVALID if c.ID is empty; ECONFLICT if a notification with that id exists without a
+	// campaign.
 	CreateCampaign(ctx context.Context, c *Campaign) (stored *Campaign, created bool, err error)
 	// GetCampaign returns the campaign with Progress read from its notification. ENOTFOUND.
 	GetCampaign(ctx context.Context, id string) (*Campaign, error)

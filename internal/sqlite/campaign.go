@@ -83,6 +83,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c *notify.Campaign) (*notify
 	cp := *c
 	cp.CreatedAt = s.nowOr(cp.CreatedAt)
 	cp.UpdatedAt = s.nowOr(cp.UpdatedAt)
+	cp.StartedAt = cp.StartedOnCreate()
 	cp.SendAt = utcPtr(cp.SendAt)
 	cp.Cursor = notify.CampaignCursor{Sources: make([]notify.SourceCursor, len(cp.Audience.Sources))}
 	cp.Progress = notify.CampaignProgress{}

@@ -158,6 +158,15 @@ var cases = []campaignCase{
 		if !got.CreatedAt.Equal(t0) {
 			t.Fatalf("CreatedAt = %v, want %v", got.CreatedAt, t0)
 		}
+		if got.StartedAt == nil || !got.StartedAt.Equal(t0) {
+			t.Fatalf("created RUNNING: StartedAt = %v, want CreatedAt %v", got.StartedAt, t0)
+		}
+		later := newCampaign("c_create_later")
+		later.State = notify.CampaignScheduled
+		mustCreate(t, s, later)
+		if got, err := s.GetCampaign(ctx, later.ID); err != nil || got.StartedAt != nil {
+			t.Fatalf("created SCHEDULED: StartedAt = %v (%v), want none", got.StartedAt, err)
+		}
 		n, err := s.GetNotification(ctx, c.ID)
 		noErr(t, err)
 		if n.Status != notify.StatusDispatching || n.Lane != notify.LaneBulk || n.RecipientCount != 0 ||
