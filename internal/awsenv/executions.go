@@ -5,17 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sfn/types"
-	"github.com/aws/smithy-go"
 
+	"herald/internal/awserr"
 	"herald/internal/campaign"
 	"herald/internal/notify"
 	"herald/internal/pipeline"
@@ -89,29 +87,20 @@ func (x *Executions) executionARN(name string) string {
 	return strings.Replace(x.machineARN, ":stateMachine:", ":execution:", 1) + ":" + name
 }
 
-// translateSFN gives a Step Functions error a notify code. Nothing here is permanent for a
-// campaign: a bad name or ARN is a deployment bug an operator fixes, so it stays retryable
-// (EINTERNAL) rather than failing the campaign.
+// sfnCodes are the Step Functions error codes with a code of their own. Nothing here is
+// permanent for a campaign: a bad name or ARN is a deployment bug an operator fixes, so it stays
+// retryable (EINTERNAL) rather than failing the campaign.
+var sfnCodes = map[string]string{
+	"ThrottlingException":         notify.ETHROTTLED,
+	"ExecutionLimitExceeded":      notify.ETHROTTLED,
+	"AccessDeniedException":       notify.EAUTH,
+	"UnrecognizedClientException": notify.EAUTH,
+	"ExpiredTokenException":       notify.EAUTH,
+}
+
+// translateSFN gives a Step Functions error its notify code (awserr, with sfnCodes).
 func translateSFN(err error, format string, args ...any) error {
-	var apiErr smithy.APIError
-	code := ""
-	if errors.As(err, &apiErr) {
-		code = apiErr.ErrorCode()
-	}
-	var respErr *awshttp.ResponseError
-	status := 0
-	if errors.As(err, &respErr) {
-		status = respErr.HTTPStatusCode()
-	}
-	switch {
-	case code == "ThrottlingException" || code == "ExecutionLimitExceeded" || status == http.StatusTooManyRequests:
-		return notify.Wrap(notify.ETHROTTLED, err, format, args...)
-	case code == "AccessDeniedException" || code == "UnrecognizedClientException" || code == "ExpiredTokenException":
-		return notify.Wrap(notify.EAUTH, err, format, args...)
-	case status >= 500 || status == 0:
-		return notify.Wrap(notify.EUNAVAILABLE, err, format, args...)
-	}
-	return notify.Wrap(notify.EINTERNAL, err, format, args...)
+	return awserr.Wrap(err, sfnCodes, format, args...)
 }
 
 // CampaignExecutions returns the campaign state machine's executions, or nil (and no error) when

@@ -16,11 +16,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
-	"github.com/aws/smithy-go"
 
+	"herald/internal/awserr"
 	"herald/internal/notify"
 )
 
@@ -80,7 +79,7 @@ func (b *Bus) put(ctx context.Context, e notify.Event) error {
 	for attempt := 1; ; attempt++ {
 		out, err := b.client.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []types.PutEventsRequestEntry{entry}})
 		if err != nil {
-			return translate(err, "eventbus: put %s on %s", e.Type, b.name)
+			return awserr.Wrap(err, callCodes, "eventbus: put %s on %s", e.Type, b.name)
 		}
 		if out.FailedEntryCount == 0 {
 			return nil
@@ -147,29 +146,6 @@ var callCodes = map[string]string{
 	"ExpiredTokenException":       notify.EAUTH,
 	"ResourceNotFoundException":   notify.ENOTFOUND,
 	"ValidationException":         notify.EINVALID,
-}
-
-// translate gives an SDK error a notify code: the service's code decides, else the HTTP status
-// (notify.CodeForStatus); a call that got no response is EUNAVAILABLE.
-func translate(err error, format string, args ...any) error {
-	var apiErr smithy.APIError
-	code, ok := "", false
-	if errors.As(err, &apiErr) {
-		code, ok = callCodes[apiErr.ErrorCode()]
-	}
-	if !ok {
-		var respErr *awshttp.ResponseError
-		switch {
-		case errors.As(err, &respErr):
-			code = notify.CodeForStatus(respErr.HTTPStatusCode())
-		case notify.NoResponse(err):
-			code = notify.EUNAVAILABLE
-		}
-		if code == "" {
-			code = notify.EINTERNAL
-		}
-	}
-	return notify.Wrap(code, err, format, args...)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -5,20 +5,16 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"herald/internal/awserr"
 	"herald/internal/notify"
 )
 
@@ -199,7 +195,7 @@ func (d *Dynamo) add(ctx context.Context, key string, w *windowSpec, idx int64, 
 		// Without the old item (an emulator may not return it) assume the window is full.
 		return usedIn(ccf.Item, w.allowance), false, nil
 	}
-	return 0, false, dynamoError(err, "ratelimit: take %d for %s from %s", n, key, d.table)
+	return 0, false, awserr.Wrap(err, dynamoCodes, "ratelimit: take %d for %s from %s", n, key, d.table)
 }
 
 // windowKey names window idx of key; the window size is part of it, so processes briefly
@@ -259,7 +255,7 @@ func CreateDynamoTable(ctx context.Context, client *dynamodb.Client, table strin
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
-		return dynamoError(err, "ratelimit: create table %s", table)
+		return awserr.Wrap(err, dynamoCodes, "ratelimit: create table %s", table)
 	}
 	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay = 100 * time.Millisecond
@@ -270,7 +266,7 @@ func CreateDynamoTable(ctx context.Context, client *dynamodb.Client, table strin
 	}
 	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
 	if err != nil {
-		return dynamoError(err, "ratelimit: describe TTL of %s", table)
+		return awserr.Wrap(err, dynamoCodes, "ratelimit: describe TTL of %s", table)
 	}
 	if d := ttl.TimeToLiveDescription; d != nil && aws.ToString(d.AttributeName) == "expires" &&
 		(d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
@@ -281,7 +277,7 @@ func CreateDynamoTable(ctx context.Context, client *dynamodb.Client, table strin
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("expires"), Enabled: aws.Bool(true)},
 	})
 	if err != nil {
-		return dynamoError(err, "ratelimit: enable TTL on %s", table)
+		return awserr.Wrap(err, dynamoCodes, "ratelimit: enable TTL on %s", table)
 	}
 	return nil
 }
@@ -298,31 +294,4 @@ var dynamoCodes = map[string]string{
 	"ExpiredTokenException":                  notify.EAUTH,
 	"InternalServerError":                    notify.EUNAVAILABLE,
 	"ServiceUnavailable":                     notify.EUNAVAILABLE,
-}
-
-// dynamoError gives a DynamoDB error a notify code: the service's code, else the HTTP status,
-// else EUNAVAILABLE for a request that got no response.
-func dynamoError(err error, format string, args ...any) error {
-	var apiErr smithy.APIError
-	code, ok := "", false
-	if errors.As(err, &apiErr) {
-		code, ok = dynamoCodes[apiErr.ErrorCode()]
-	}
-	if !ok {
-		var respErr *awshttp.ResponseError
-		var sendErr *smithyhttp.RequestSendError
-		var netErr net.Error
-		switch {
-		case errors.As(err, &respErr) && respErr.HTTPStatusCode() >= 500:
-			code = notify.EUNAVAILABLE
-		case errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusTooManyRequests:
-			code = notify.ETHROTTLED
-		case errors.As(err, &sendErr) || errors.As(err, &netErr) ||
-			errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-			code = notify.EUNAVAILABLE
-		default:
-			code = notify.EINTERNAL
-		}
-	}
-	return notify.Wrap(code, err, format, args...)
 }

@@ -1,12 +1,7 @@
 package scheduler
 
 import (
-	"errors"
-	"net/http"
-
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/smithy-go"
-
+	"herald/internal/awserr"
 	"herald/internal/notify"
 )
 
@@ -30,37 +25,7 @@ var errorCodes = map[string]string{
 	"InternalServerException": notify.EUNAVAILABLE,
 }
 
-// apiCode is the service's error code in err, or "".
-func apiCode(err error) string {
-	var apiErr smithy.APIError
-	if errors.As(err, &apiErr) {
-		return apiErr.ErrorCode()
-	}
-	return ""
-}
-
-// translate gives an SDK error a notify code: the service's code decides; the HTTP status
-// decides when the code is unknown; a request that got no response is EUNAVAILABLE.
+// translate gives an SDK error its notify code (awserr, with this service's table).
 func translate(err error, format string, args ...any) error {
-	code, ok := errorCodes[apiCode(err)]
-	if !ok {
-		var respErr *awshttp.ResponseError
-		status := 0
-		if errors.As(err, &respErr) {
-			status = respErr.HTTPStatusCode()
-		}
-		switch {
-		case status == http.StatusTooManyRequests:
-			code = notify.ETHROTTLED
-		case status >= 500:
-			code = notify.EUNAVAILABLE
-		case status == http.StatusUnauthorized || status == http.StatusForbidden:
-			code = notify.EAUTH
-		case status == 0 && notify.NoResponse(err):
-			code = notify.EUNAVAILABLE
-		default:
-			code = notify.EINTERNAL
-		}
-	}
-	return notify.Wrap(code, err, format, args...)
+	return awserr.Wrap(err, errorCodes, format, args...)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 
+	"herald/internal/awserr"
 	"herald/internal/notify"
 )
 
@@ -138,11 +139,11 @@ func (s *Scheduler) Schedule(ctx context.Context, id, queue string, at time.Time
 	for range 3 {
 		in.ClientToken = nil // a new request needs a new idempotency token; the SDK fills it
 		_, err = s.client.CreateSchedule(ctx, in)
-		if err == nil || apiCode(err) != "ConflictException" {
+		if err == nil || awserr.APICode(err) != "ConflictException" {
 			break
 		}
 		_, err = s.client.UpdateSchedule(ctx, updateScheduleInput(in))
-		if err == nil || apiCode(err) != "ResourceNotFoundException" {
+		if err == nil || awserr.APICode(err) != "ResourceNotFoundException" {
 			break
 		}
 	}
@@ -163,7 +164,7 @@ func (s *Scheduler) Unschedule(ctx context.Context, id string) error {
 		Name:      aws.String(name),
 		GroupName: aws.String(s.cfg.GroupName),
 	})
-	if err == nil || apiCode(err) == "ResourceNotFoundException" {
+	if err == nil || awserr.APICode(err) == "ResourceNotFoundException" {
 		return nil
 	}
 	return translate(err, "scheduler: delete %s in group %s", name, s.cfg.GroupName)
