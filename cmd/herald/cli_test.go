@@ -12,6 +12,7 @@ import (
 // TestHelp: every command and subcommand answers -h, --help and help with its usage on stdout,
 // naming its flags, and exit code 0; nothing on stderr, no server needed.
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want []string
@@ -54,6 +55,7 @@ func TestHelp(t *testing.T) {
 // TestUsageErrors: a bad flag or argument is exit 2 with the problem and the way to help on
 // stderr, and no usage dump on stdout.
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string
@@ -79,6 +81,7 @@ func TestUsageErrors(t *testing.T) {
 
 // TestParseFlagsAnywhere: flags may follow the positional arguments; "--" ends them.
 func TestParseFlagsAnywhere(t *testing.T) {
+	t.Parallel()
 	fs := newFlagSet("x", "", "")
 	n := fs.Int("n", 0, "")
 	v := fs.Bool("v", false, "")
