@@ -12,9 +12,9 @@ import (
 	"herald/internal/config"
 )
 
-// Audience lists too large for API Gateway's 10 MB are uploaded to S3 (DESIGN §4): one bucket
-// per environment, objects under lists/<service>/<list id>; S3 notifies the audience queue of
-// each created object (S3 → SQS → Lambda, so a failed import is retried with backoff and ends
+// Audience lists too large for API Gateway's 10 MB are uploaded to S3 (docs/design.md §4): one
+// bucket per environment, objects under lists/<service>/<list id>; S3 notifies the audience queue
+// of each created object (S3 → SQS → Lambda, so a failed import is retried with backoff and ends
 // in audience-dlq with its alarm, never lost), and functions/audience streams it into the users
 // table's list. All of it exists only once functions/audience does.
 

@@ -10,7 +10,8 @@ import (
 	"herald/internal/notify"
 )
 
-// addCampaign defines the campaign state machine (DESIGN §4) when functions/campaign exists:
+// addCampaign defines the campaign state machine (docs/design.md §4) when functions/campaign
+// exists:
 //
 //	CheckWindow → (wait → Wait → CheckWindow | stop → Done |
 //	continue → ContinueAsNew → Done | open) → FetchPage →

@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,17 +12,14 @@ import (
 	"time"
 )
 
-func runAudience(args []string) error {
-	if len(args) == 0 {
-		return errors.New("want `audience upload LIST FILE` or `audience show LIST`")
-	}
-	switch args[0] {
-	case "upload":
-		return runAudienceUpload(args[1:])
-	case "show":
-		return runAudienceShow(args[1:])
-	}
-	return fmt.Errorf("unknown subcommand %q (upload, show)", args[0])
+const audienceUsage = `Usage: herald audience upload LIST FILE [flags]   append the user ids in FILE to the list LIST
+       herald audience show LIST [flags]          how many members LIST has
+
+Run "herald audience upload -h" or "herald audience show -h" for their flags.
+`
+
+func runAudience(args []string, out io.Writer) error {
+	return dispatch("audience", audienceUsage, map[string]command{"upload": runAudienceUpload, "show": runAudienceShow}, args, out)
 }
 
 // audienceUploadResult is POST /v1/audience-lists/{list}/members's answer.
@@ -41,30 +36,22 @@ type audienceUploadResult struct {
 	RejectedTotal int `json:"rejected_total"`
 }
 
-func runAudienceUpload(args []string) error {
-	fs := flag.NewFlagSet("audience upload", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: herald audience upload [flags] LIST FILE
-
+func runAudienceUpload(args []string, out io.Writer) error {
+	fs := newFlagSet("audience upload", "LIST FILE [flags]", `
 Appends the user ids in FILE to the calling service's audience list LIST (created on first use):
 one id per line, or CSV with the id in the first column (a header "user_id" is skipped).
 Blank lines and # comments are skipped, ids repeated in FILE are added once, invalid lines are
 reported with their numbers. Uploading the same file again appends it again.
-A campaign then targets it with {"kind": "user_list", "list_id": LIST}.
-
-`)
-		fs.PrintDefaults()
-	}
-	apiURL := fs.String("api", envOr("HERALD_API", "http://127.0.0.1:8080"), "Herald API base URL (env HERALD_API)")
-	key := fs.String("key", envOr("HERALD_API_KEY", "dev-demo-key"), "API key (env HERALD_API_KEY)")
-	if err := fs.Parse(args); err != nil {
+A campaign then targets it with {"kind": "user_list", "list_id": LIST}.`)
+	apiURL, key := apiFlags(fs, "API key")
+	pos, err := parseFlags(fs, args, out)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 2 {
-		fs.Usage()
-		return errors.New("want LIST and FILE")
+	if len(pos) != 2 {
+		return usagef(fs, "want LIST and FILE")
 	}
-	list, path := fs.Arg(0), fs.Arg(1)
+	list, path := pos[0], pos[1]
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -91,7 +78,7 @@ A campaign then targets it with {"kind": "user_list", "list_id": LIST}.
 	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w (is `herald dev` running?)", u, err)
+		return fmt.Errorf("POST %s: %w (is Herald running there? --api or HERALD_API names the server)", u, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -102,34 +89,34 @@ A campaign then targets it with {"kind": "user_list", "list_id": LIST}.
 	if err := json.Unmarshal(b, &res); err != nil {
 		return fmt.Errorf("POST %s: %w", u, err)
 	}
-	fmt.Printf("%s: %d appended from %d lines (%d duplicates, %d rejected) in %s; the list has %d members\n",
+	fmt.Fprintf(out, "%s: %d appended from %d lines (%d duplicates, %d rejected) in %s; the list has %d members\n",
 		res.ListID, res.Appended, res.Lines, res.Duplicates, res.RejectedTotal, time.Since(start).Round(time.Millisecond), res.Members)
 	for _, r := range res.Rejected {
-		fmt.Printf("  line %d: %s\n", r.Line, r.Reason)
+		fmt.Fprintf(out, "  line %d: %s\n", r.Line, r.Reason)
 	}
 	if more := res.RejectedTotal - len(res.Rejected); more > 0 {
-		fmt.Printf("  … and %d more rejected lines\n", more)
+		fmt.Fprintf(out, "  … and %d more rejected lines\n", more)
 	}
 	return nil
 }
 
-func runAudienceShow(args []string) error {
-	fs := flag.NewFlagSet("audience show", flag.ContinueOnError)
-	apiURL := fs.String("api", envOr("HERALD_API", "http://127.0.0.1:8080"), "Herald API base URL (env HERALD_API)")
-	key := fs.String("key", envOr("HERALD_API_KEY", "dev-demo-key"), "API key (env HERALD_API_KEY)")
-	if err := fs.Parse(args); err != nil {
+func runAudienceShow(args []string, out io.Writer) error {
+	fs := newFlagSet("audience show", "LIST [flags]", "Prints how many members the calling service's list LIST has (0 for a list never uploaded).")
+	apiURL, key := apiFlags(fs, "API key")
+	pos, err := parseFlags(fs, args, out)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return errors.New("want one list id: herald audience show LIST")
+	if len(pos) != 1 {
+		return usagef(fs, "want one list id: herald audience show LIST")
 	}
 	var v struct {
 		ListID  string `json:"list_id"`
 		Members int64  `json:"members"`
 	}
-	if err := call(http.MethodGet, strings.TrimRight(*apiURL, "/")+"/v1/audience-lists/"+url.PathEscape(fs.Arg(0)), *key, nil, &v); err != nil {
+	if err := call(http.MethodGet, strings.TrimRight(*apiURL, "/")+"/v1/audience-lists/"+url.PathEscape(pos[0]), *key, nil, &v); err != nil {
 		return err
 	}
-	fmt.Printf("%s: %d members\n", v.ListID, v.Members)
+	fmt.Fprintf(out, "%s: %d members\n", v.ListID, v.Members)
 	return nil
 }

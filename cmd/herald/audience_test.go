@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -50,14 +51,14 @@ func TestAudienceUpload(t *testing.T) {
 	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := runAudience([]string{"upload", "--api", srv.URL, "--key", "k", "vip", file}); err != nil {
+	if err := runAudience([]string{"upload", "--api", srv.URL, "--key", "k", "vip", file}, io.Discard); err != nil {
 		t.Fatalf("upload: %v", err)
 	}
 	n, err := store.AppendAudienceList(t.Context(), "demo/vip", nil)
 	if err != nil || n != 2500 {
 		t.Fatalf("demo/vip has %d members (%v), want 2500", n, err)
 	}
-	if err := runAudience([]string{"show", "--api", srv.URL, "--key", "k", "vip"}); err != nil {
+	if err := runAudience([]string{"show", "--api", srv.URL, "--key", "k", "vip"}, io.Discard); err != nil {
 		t.Fatalf("show: %v", err)
 	}
 
@@ -72,7 +73,7 @@ func TestAudienceUpload(t *testing.T) {
 		{"upload", "vip"},
 		{"nope"},
 	} {
-		if err := runAudience(args); err == nil {
+		if err := runAudience(args, io.Discard); err == nil {
 			t.Errorf("%v: no error", args)
 		}
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,40 +26,49 @@ import (
 // prepare → send → record, SQLite store and queue, the real firebase SDK) against the sandbox,
 // next to the raw SDK sending the same number of messages to the same sandbox in the same run.
 // Their ratio is the pipeline's efficiency.
-func runBench(args []string) error {
+func runBench(args []string, out io.Writer) error {
 	if len(args) > 0 && args[0] == "campaign" {
-		return runBenchCampaign(args[1:], os.Stdout)
+		return runBenchCampaign(args[1:], out)
 	}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := newFlagSet("bench", "[flags] | herald bench campaign [flags]", `
+Measures end-to-end push throughput for --recipients through the whole local pipeline and the
+real firebase SDK to the sandbox, on each lane, next to the raw SDK sending as many messages to
+the same sandbox in the same run. Needs no running server; takes the machine's cores.
+  herald bench campaign   a push campaign to --devices devices: wall time, deliveries/s, real-time
+                          latency before and during it, store rows per recipient (see its -h)`)
 	recipients := fs.Int("recipients", 100000, "push recipients (device tokens) in total")
 	perNotification := fs.Int("per-notification", 10000, "recipients per notification (≤ 10,000)")
 	inFlight := fs.Int("raw-batches", 2, "500-token multicasts in flight for the raw SDK run")
 	sendWorkers := fs.Int("send-workers", 2, "send workers of the pipeline (the realtime send lane's max concurrency)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the pipeline run to this file")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseFlags(fs, args, out)
+	if err != nil {
 		return err
+	}
+	if len(pos) > 0 {
+		return usagef(fs, "unknown subcommand %q (campaign)", pos[0])
 	}
 	profile = *cpuProfile
 	if *perNotification < 1 || *perNotification > 10000 || *recipients < *perNotification {
-		return fmt.Errorf("need 1 ≤ --per-notification ≤ 10000 and --recipients ≥ --per-notification")
+		return usagef(fs, "need 1 ≤ --per-notification ≤ 10000 and --recipients ≥ --per-notification")
 	}
-	fmt.Printf("herald bench: %d push recipients via FCM (firebase-admin-go v4) to the sandbox on 127.0.0.1\n", *recipients)
+	fmt.Fprintf(out, "herald bench: %d push recipients via FCM (firebase-admin-go v4) to the sandbox on 127.0.0.1\n", *recipients)
 
 	rawRate, rawTime, err := benchRawFCM(*recipients, *inFlight)
 	if err != nil {
 		return fmt.Errorf("raw SDK run: %w", err)
 	}
-	fmt.Printf("  raw SDK      SendEachForMulticast, %d × 500 in flight   %8.0f msgs/s        (%v)\n", *inFlight, rawRate, rawTime.Round(time.Millisecond))
+	fmt.Fprintf(out, "  raw SDK      SendEachForMulticast, %d × 500 in flight   %8.0f msgs/s        (%v)\n", *inFlight, rawRate, rawTime.Round(time.Millisecond))
 
 	for _, lane := range notify.Lanes {
 		e2eRate, e2eTime, err := benchPipeline(*recipients, *perNotification, *sendWorkers, lane)
 		if err != nil {
 			return fmt.Errorf("pipeline run (%s lane): %w", lane, err)
 		}
-		fmt.Printf("  pipeline     %-8s API → ingest → prepare → send → record %8.0f deliveries/s  (%v, %d send workers; efficiency %.2f)\n",
+		fmt.Fprintf(out, "  pipeline     %-8s API → ingest → prepare → send → record %8.0f deliveries/s  (%v, %d send workers; efficiency %.2f)\n",
 			lane, e2eRate, e2eTime.Round(time.Millisecond), *sendWorkers, e2eRate/rawRate)
 	}
-	fmt.Println("  (realtime keeps a store record per delivery; bulk one per 500-token batch)")
+	fmt.Fprintln(out, "  (realtime keeps a store record per delivery; bulk one per 500-token batch)")
 	return nil
 }
 

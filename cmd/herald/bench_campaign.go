@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,17 +34,25 @@ const (
 // while the campaign runs; and the store rows written per recipient for the campaign and for a
 // single transactional send (SQLite's total_changes() on the store's writer connection).
 func runBenchCampaign(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("bench campaign", flag.ContinueOnError)
+	fs := newFlagSet("bench campaign", "[flags]", `
+Runs a push campaign to --devices devices of one app through the local runtime and the sandbox
+(no running server needed), with real-time single sends from another service before and during
+it, and prints the campaign's wall time and deliveries/s (one delivery per device checked), the
+real-time latency idle and during the campaign, and the store rows written per recipient.`)
 	devices := fs.Int("devices", 300000, "devices of the app, one per user: the campaign's recipients")
 	rate := fs.Float64("probe-rate", 20, "real-time single sends per second (idle and during the campaign)")
 	idleProbes := fs.Int("idle-probes", 100, "real-time single sends measured before the campaign starts")
 	maxProbes := fs.Int("max-probes", 2000, "at most this many real-time single sends during the campaign")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up if the campaign has not completed by then")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseFlags(fs, args, out)
+	if err != nil {
 		return err
 	}
+	if len(pos) > 0 {
+		return usagef(fs, "unexpected argument %q", pos[0])
+	}
 	if *devices < 1 || *rate <= 0 || *idleProbes < 1 || *maxProbes < 1 {
-		return fmt.Errorf("need --devices, --probe-rate, --idle-probes and --max-probes ≥ 1")
+		return usagef(fs, "need --devices, --probe-rate, --idle-probes and --max-probes ≥ 1")
 	}
 	fmt.Fprintf(out, "herald bench campaign: a push campaign to %d devices of app \"default\" (FCM) through the local runtime to the sandbox on 127.0.0.1\n", *devices)
 

@@ -123,9 +123,9 @@ func campaignKillDevices(n int) []killDevice {
 	return ds
 }
 
-// TestCampaignKilledThreeTimesReachesEveryDeviceOnce is the acceptance test of DESIGN §1 and §4:
-// `herald dev` killed with SIGKILL three times at random points of a push campaign to every
-// device of an app, and restarted on the same data directory each time, completes the campaign;
+// TestCampaignKilledThreeTimesReachesEveryDeviceOnce is the acceptance test of docs/design.md
+// §1 and §4: `herald dev` killed with SIGKILL three times at random points of a push campaign to
+// every device of an app, and restarted on the same data directory each time, completes the campaign;
 // every device gets a delivery, and the only devices that get two are those whose batch was in
 // flight at a kill, resent after it with the same collapse id (the campaign's id).
 //
@@ -211,7 +211,7 @@ func TestCampaignKilledThreeTimesReachesEveryDeviceOnce(t *testing.T) {
 	start := time.Now()
 	if code := killAPI(client, http.MethodPost, base+"/v1/campaigns", map[string]any{
 		"idempotency_key": "campaign-kill-test",
-		"category":        "transactional", // marketing would need each user's consent (§4)
+		"category":        "transactional", // marketing needs consent (docs/design.md §3, §4)
 		"channels":        []string{"push"},
 		"content":         map[string]string{"title": "Kill test", "body": "every device once"},
 		"audience":        map[string]any{"sources": []map[string]string{{"kind": "app_devices", "app": "default"}}},

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -12,28 +12,36 @@ import (
 
 	"herald/internal/config"
 	"herald/internal/local"
+	"herald/internal/notify"
 )
 
-func runDev(args []string) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+func runDev(args []string, out io.Writer) error {
+	fs := newFlagSet("dev", "[flags]", `
+Runs the whole of Herald as one local process: the API, every stage's workers, the scheduler,
+an SQLite store and durable queue under --data, and (with the development configuration)
+sandbox FCM, APNs, SES and Twilio servers. SIGTERM or Ctrl-C drains in-flight work; after a
+SIGKILL the next start resumes from the durable queue. Logs are JSON lines on stderr.`)
 	addr := fs.String("addr", "127.0.0.1:8080", "API listen address")
 	data := fs.String("data", "./.herald", "data directory (SQLite store and queue, sandbox record)")
 	cfgPath := fs.String("config", "", "herald.yaml; empty runs the development config (service demo, key dev-demo-key, sandbox providers)")
 	sandboxAddr := fs.String("sandbox-addr", "127.0.0.1:0", "sandbox providers' plain-HTTP address")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseFlags(fs, args, out)
+	if err != nil {
 		return err
+	}
+	if len(pos) > 0 {
+		return usagef(fs, "unexpected argument %q", pos[0])
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return usagef(fs, "--log-level: %v", err)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	log := notify.NewJSONLogger(os.Stderr, lvl)
 	slog.SetDefault(log)
 
 	cfg := config.Dev()
 	if *cfgPath != "" {
-		var err error
 		if cfg, err = config.Load(*cfgPath); err != nil {
 			return err
 		}
@@ -45,7 +53,7 @@ func runDev(args []string) error {
 		return err
 	}
 	log.Info("herald dev started", "api", rt.URL, "data", *data, "config", cfg.Redacted().Env, "services", cfg.ServiceNames())
-	printBanner(rt, cfg, *cfgPath == "")
+	printBanner(out, rt, cfg, *cfgPath == "")
 	<-ctx.Done()
 	stop()
 	log.Info("shutting down: draining in-flight work (up to 30s)")
@@ -58,17 +66,17 @@ func runDev(args []string) error {
 	return nil
 }
 
-func printBanner(rt *local.Runtime, cfg *config.Config, dev bool) {
+func printBanner(out io.Writer, rt *local.Runtime, cfg *config.Config, dev bool) {
 	u := rt.URL
-	fmt.Printf("\nHerald is running.\n\n  API       %s   (OpenAPI: %s/openapi.json)\n", u, u)
+	fmt.Fprintf(out, "\nHerald is running.\n\n  API       %s   (OpenAPI: %s/openapi.json)\n", u, u)
 	if rt.Sandbox != nil {
-		fmt.Printf("  Sandbox   %s/sandbox/deliveries   (what the fake FCM, APNs, SES and Twilio received)\n", u)
+		fmt.Fprintf(out, "  Sandbox   %s/sandbox/deliveries   (what the fake FCM, APNs, SES and Twilio received)\n", u)
 	}
 	if !dev {
-		fmt.Printf("  Services  %v\n\n", cfg.ServiceNames())
+		fmt.Fprintf(out, "  Services  %v\n\n", cfg.ServiceNames())
 		return
 	}
-	fmt.Printf(`  Service   demo, API key dev-demo-key
+	fmt.Fprintf(out, `  Service   demo, API key dev-demo-key
 
 Try it (paste into another terminal):
 

@@ -1,9 +1,11 @@
-// Command herald is Herald's CLI: `herald dev` runs the whole stack as one local process,
-// `herald send` sends a notification through a running API, `herald bench` measures throughput.
+// Command herald is Herald's CLI: `herald dev` runs the whole stack as one local process; `herald
+// send`, `dlq`, `campaign` and `audience` talk to a running API; `herald bench` measures throughput.
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -11,47 +13,66 @@ const usage = `herald — notifications you can trust
 
 Usage:
   herald dev   [--addr 127.0.0.1:8080] [--data ./.herald] [--config herald.yaml]
-  herald send  [--api URL] [--key KEY] --to user:ID|email:ADDR|phone:E164|fcm:TOKEN|apns:TOKEN[,…]
+  herald send  --to user:ID|email:ADDR|phone:E164|fcm:TOKEN|apns:TOKEN[,…]
                [--channels push,inbox] [--title T] --body B [--idempotency-key K] [--wait]
-  herald dlq   [show QUEUE | redrive QUEUE]      queue depths, dead letters (masked), redrive
+  herald dlq   [show QUEUE [--json] | redrive QUEUE]   queue depths, dead letters (masked), redrive
   herald campaign create [--app default | --lists L1,L2] [--title T] --body B [--send-at RFC3339] [--max-rate N]
-  herald campaign watch ID                        live progress until the campaign ends
+  herald campaign watch ID                        progress until the campaign ends
   herald audience upload LIST FILE                append a file of user ids (one per line, or CSV) to a list
   herald audience show LIST                       how many members a list has
   herald bench [--recipients 100000]
   herald bench campaign [--devices 300000]        campaign wall time, real-time latency, writes per recipient
 
+Every command but dev and bench talks to a running Herald: --api URL (env HERALD_API, default
+http://127.0.0.1:8080) and --key KEY (env HERALD_API_KEY, default dev-demo-key).
+
+Exit codes: 0 success (and -h), 1 failure, 2 bad flags or arguments,
+3 campaign watch saw the campaign end CANCELED or FAILED.
+
 Run "herald <command> -h" for a command's flags.
 `
 
+var commands = map[string]command{
+	"dev":      runDev,
+	"send":     runSend,
+	"dlq":      runDLQ,
+	"campaign": runCampaign,
+	"audience": runAudience,
+	"bench":    runBench,
+}
+
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is herald with args (without the program name); it returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
 	}
-	var err error
-	switch os.Args[1] {
-	case "dev":
-		err = runDev(os.Args[2:])
-	case "send":
-		err = runSend(os.Args[2:])
-	case "bench":
-		err = runBench(os.Args[2:])
-	case "dlq":
-		err = runDLQ(os.Args[2:])
-	case "campaign":
-		err = runCampaign(os.Args[2:])
-	case "audience":
-		err = runAudience(os.Args[2:])
-	case "-h", "--help", "help":
-		fmt.Print(usage)
-		return
+	if isHelp(args[0]) {
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "herald: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	err := cmd(args[1:], stdout)
+	code := exitCode(err)
+	var ue usageError
+	switch {
+	case code == exitOK:
+	case errors.As(err, &ue):
+		name := ue.cmd
+		if name == "" {
+			name = args[0]
+		}
+		fmt.Fprintf(stderr, "herald %s: %v\nRun \"herald %s -h\" for usage.\n", name, err, name)
 	default:
-		fmt.Fprintf(os.Stderr, "herald: unknown command %q\n\n%s", os.Args[1], usage)
-		os.Exit(2)
+		fmt.Fprintf(stderr, "herald %s: %v\n", args[0], err)
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "herald %s: %v\n", os.Args[1], err)
-		os.Exit(1)
-	}
+	return code
 }

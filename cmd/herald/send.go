@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -15,10 +15,13 @@ import (
 	"herald/internal/notify"
 )
 
-func runSend(args []string) error {
-	fs := flag.NewFlagSet("send", flag.ContinueOnError)
-	apiURL := fs.String("api", envOr("HERALD_API", "http://127.0.0.1:8080"), "Herald API base URL (env HERALD_API)")
-	key := fs.String("key", envOr("HERALD_API_KEY", "dev-demo-key"), "API key (env HERALD_API_KEY)")
+func runSend(args []string, out io.Writer) error {
+	fs := newFlagSet("send", "--to RECIPIENTS --body B [flags]", `
+Sends one notification through a running Herald and prints its id and status; with --wait,
+polls until the notification reaches a final status and prints it.
+A server elsewhere: --api http://127.0.0.1:9000 (or HERALD_API), with its key in --key (or
+HERALD_API_KEY).`)
+	apiURL, key := apiFlags(fs, "API key")
 	to := fs.String("to", "", "comma-separated recipients: user:ID, email:ADDR, phone:+E164, fcm:TOKEN, apns:TOKEN")
 	channels := fs.String("channels", "push,inbox", "comma-separated channels: push, email, sms, inbox")
 	title := fs.String("title", "", "title (email subject)")
@@ -26,8 +29,12 @@ func runSend(args []string) error {
 	category := fs.String("category", "transactional", "transactional or marketing")
 	idem := fs.String("idempotency-key", "", "idempotency key: the same key sends once")
 	wait := fs.Bool("wait", false, "wait until the notification reaches a final status and print it")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseFlags(fs, args, out)
+	if err != nil {
 		return err
+	}
+	if len(pos) > 0 {
+		return usagef(fs, "unexpected argument %q (recipients go in --to)", pos[0])
 	}
 	req := notify.SendRequest{
 		IdempotencyKey: *idem,
@@ -40,7 +47,7 @@ func runSend(args []string) error {
 	for _, r := range splitList(*to) {
 		kind, v, ok := strings.Cut(r, ":")
 		if !ok {
-			return fmt.Errorf("--to %q: want kind:value, e.g. user:alice", r)
+			return usagef(fs, "--to %q: want kind:value, e.g. user:alice", r)
 		}
 		switch kind {
 		case "user":
@@ -54,7 +61,7 @@ func runSend(args []string) error {
 		case "apns":
 			req.Recipients = append(req.Recipients, notify.Recipient{APNsToken: v})
 		default:
-			return fmt.Errorf("--to %q: unknown kind %q (user, email, phone, fcm, apns)", r, kind)
+			return usagef(fs, "--to %q: unknown kind %q (user, email, phone, fcm, apns)", r, kind)
 		}
 	}
 	raw, _ := json.Marshal(req)
@@ -62,20 +69,21 @@ func runSend(args []string) error {
 		ID     string `json:"id"`
 		Status string `json:"status"`
 	}
-	if err := call(http.MethodPost, *apiURL+"/v1/notifications", *key, raw, &acc); err != nil {
+	base := strings.TrimRight(*apiURL, "/")
+	if err := call(http.MethodPost, base+"/v1/notifications", *key, raw, &acc); err != nil {
 		return err
 	}
-	fmt.Printf("%s %s\n", acc.ID, acc.Status)
+	fmt.Fprintf(out, "%s %s\n", acc.ID, acc.Status)
 	if !*wait {
 		return nil
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		var st map[string]any
-		err := call(http.MethodGet, *apiURL+"/v1/notifications/"+acc.ID, *key, nil, &st)
+		err := call(http.MethodGet, base+"/v1/notifications/"+url.PathEscape(acc.ID), *key, nil, &st)
 		if err == nil && notify.NotificationStatus(fmt.Sprint(st["status"])).Final() {
-			out, _ := json.MarshalIndent(st, "", "  ")
-			fmt.Println(string(out))
+			b, _ := json.MarshalIndent(st, "", "  ")
+			fmt.Fprintln(out, string(b))
 			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -85,8 +93,8 @@ func runSend(args []string) error {
 
 // call does one API request and decodes a 2xx JSON answer into out; a 4xx/5xx becomes an error
 // carrying the API's message.
-func call(method, url, key string, body []byte, out any) error {
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+func call(method, u, key string, body []byte, out any) error {
+	req, err := http.NewRequest(method, u, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -94,12 +102,12 @@ func call(method, url, key string, body []byte, out any) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w (is `herald dev` running?)", method, url, err)
+		return fmt.Errorf("%s %s: %w (is Herald running there? --api or HERALD_API names the server)", method, u, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, strings.TrimSpace(string(b)))
+		return fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, strings.TrimSpace(string(b)))
 	}
 	if out != nil && len(b) > 0 {
 		return json.Unmarshal(b, out)

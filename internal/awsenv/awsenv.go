@@ -83,7 +83,7 @@ type Options struct {
 
 // Load reads the environment and builds the adapters. Every problem is reported at once.
 func Load(ctx context.Context, o Options) (*Env, error) {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	log := notify.NewJSONLogger(os.Stdout, nil)
 	slog.SetDefault(log)
 	cfg, err := loadConfig()
 	if err != nil {

@@ -1,5 +1,5 @@
-// Package campaign runs campaigns (DESIGN §4): a notification whose audience is a selector,
-// paged with a keyset cursor and sent on the bulk lane. The steps — CheckWindow, FetchPage,
+// Package campaign runs campaigns (docs/design.md §4): a notification whose audience is a
+// selector, paged with a keyset cursor and sent on the bulk lane. The steps — CheckWindow, FetchPage,
 // SaveCursor, DispatchBatches, Finish — are plain functions over ports, so the AWS Step
 // Functions state machine (one task per step) and the local Runner loop run the same code.
 //
@@ -47,7 +47,7 @@
 // The inbox of an app_devices audience is one broadcast (notify.Broadcast), stored by SaveCursor
 // before the first page and merged into the inbox reads of the users it targets, instead of an
 // item per member: a million-device campaign writes one broadcast, and a user a marker only
-// when they read or delete it (DESIGN §6, §10).
+// when they read or delete it (docs/design.md §6, §10).
 package campaign
 
 import (
@@ -279,8 +279,8 @@ func memberRecipient(seg notify.Segment, m notify.Member) notify.Recipient {
 //
 // Before the first page commits, a campaign with the inbox channel stores its inbox broadcast:
 // one write for every app-devices source, however many devices they hold (prepare writes no
-// inbox item for a device member; DESIGN §6). It goes first because PutBroadcast is idempotent
-// and the first page is recognised by its cursor: a crash between the two writes redoes both,
+// inbox item for a device member; docs/design.md §6). It goes first because PutBroadcast is
+// idempotent and the first page is recognised by its cursor: a crash between the two writes redoes both,
 // while the other order could commit the page and never write the broadcast.
 func (s *Steps) SaveCursor(ctx context.Context, id string, p Page) error {
 	if p.Expected.Members == 0 {

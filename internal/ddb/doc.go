@@ -58,7 +58,7 @@
 // indexes can be read consistently; they cap one user's inbox at 10 GB. TTL deletion is lazy (up
 // to days late), so every read filters on expires_at.
 //
-// Broadcasts (fan-out on read, DESIGN §6): a campaign's inbox for an app's devices is one
+// Broadcasts (fan-out on read, docs/design.md §6): a campaign's inbox for an app's devices is one
 // PutBroadcast — one transaction of the claim and 8 copies per target app, whatever the
 // audience — and a user's marker of one (sk B#<broadcast id>: read_at, deleted, ttl; without ord
 // or unread, so in neither local index) is written only by MarkRead, MarkAllRead or

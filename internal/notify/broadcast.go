@@ -10,9 +10,9 @@ import (
 )
 
 // Broadcast is an inbox entry stored once for a whole app audience and merged into the inbox
-// reads of every user it targets (fan-out on read, DESIGN §6 and §10): a campaign to a million
-// devices writes one broadcast instead of a million inbox items, and a user costs a write only
-// when they read or delete it (a per-user marker).
+// reads of every user it targets (fan-out on read, docs/design.md §6 and §10): a campaign to a
+// million devices writes one broadcast instead of a million inbox items, and a user costs a write
+// only when they read or delete it (a per-user marker).
 //
 // Targeting is decided when the inbox is read, from the user's devices and preferences as they
 // are then: a user sees the broadcast while they have a device that matches one of Targets (and,

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// CampaignState is the lifecycle of a campaign (DESIGN §4).
+// CampaignState is the lifecycle of a campaign (docs/design.md §4).
 type CampaignState string
 
 const (

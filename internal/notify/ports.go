@@ -144,8 +144,8 @@ type SuppressionStore interface {
 
 // InboxStore keeps users' in-app inboxes: each user's own items (PutInboxItems, one per user)
 // merged with the broadcasts that target them (PutBroadcast, one for a whole app audience: fan-out
-// on read, DESIGN §6). A broadcast a user can see — unexpired, notify.Broadcast.Reaches their
-// devices and preferences as they are at the read, not deleted by them, and not shadowed by an
+// on read, docs/design.md §6). A broadcast a user can see — unexpired, notify.Broadcast.Reaches
+// their devices and preferences as they are at the read, not deleted by them, and not shadowed by an
 // own item with the same id — is an item of their inbox like any other in every method below.
 // Reading it writes nothing; MarkRead, MarkAllRead and DeleteInboxItem write a per-user marker
 // (read at, deleted) and nothing else. Expired items are invisible to every read.

@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// Rescheduler is an optional NotificationStore capability: moving a reserved send (DESIGN §5).
-// The API asks the store for it with a type assertion, so a store without it answers a
-// reschedule with a clear "not available" instead of failing to compile.
+// Rescheduler is an optional NotificationStore capability: moving a reserved send
+// (docs/design.md §5). The API asks the store for it with a type assertion, so a store without
+// it answers a reschedule with a clear "not available" instead of failing to compile.
 type Rescheduler interface {
 	// RescheduleNotification sets the SendAt of notification id to at, in one conditional write,
 	// if it is still SCHEDULED. ECONFLICT if it is not (it fired, or was canceled); ENOTFOUND.

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"net/mail"
 	"strings"
 
 	"herald/internal/notify"
@@ -100,11 +101,34 @@ func (p *Pipeline) bounceOne(ctx context.Context, m notify.Message) error {
 	default:
 		return notify.Errorf(notify.EINVALID, "bounce: unknown SES event type %q", kind)
 	}
-	for _, a := range addrs {
+	suppressed := 0
+	for _, raw := range addrs {
+		a, ok := FeedbackAddress(raw)
+		if !ok {
+			// A retry cannot make it parse, and the others in the event must still be suppressed.
+			p.log.WarnContext(ctx, "email feedback recipient is not an address; skipped",
+				"kind", kind, "recipient", notify.MaskEmail(strings.TrimSpace(raw)), "ses_message_id", ev.Mail.MessageID)
+			continue
+		}
 		if err := p.suppress(ctx, notify.ChannelEmail, a, reason); err != nil {
 			return err
 		}
+		suppressed++
 	}
-	p.log.InfoContext(ctx, "email feedback", "kind", kind, "reason", reason, "suppressed", len(addrs), "ses_message_id", ev.Mail.MessageID)
+	p.log.InfoContext(ctx, "email feedback", "kind", kind, "reason", reason, "suppressed", suppressed, "ses_message_id", ev.Mail.MessageID)
 	return nil
+}
+
+// FeedbackAddress is the address a bounced or complained recipient names, as the suppression
+// list keys it. SES reports the recipient as it appeared in the message's header, so it may carry
+// a display name and angle brackets ("Carol Q" <Carol@Example.com>); it is parsed as an RFC 5322
+// address and normalized like every stored email address (notify.NormalizeAddress), so the
+// suppression matches the contact "carol@example.com". ok is false for anything that is not one
+// address.
+func FeedbackAddress(raw string) (addr string, ok bool) {
+	a, err := mail.ParseAddress(strings.TrimSpace(raw))
+	if err != nil || a.Address == "" {
+		return "", false
+	}
+	return notify.NormalizeAddress(notify.ChannelEmail, a.Address), true
 }

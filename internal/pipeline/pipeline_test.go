@@ -75,6 +75,10 @@ func TestBounceSuppressesPermanentBouncesAndComplaints(t *testing.T) {
 		{ID: "5", Body: []byte(`{"Type":"Notification","Message":"not json"}`)},
 		// Duplicates and out-of-order arrival are harmless: a later delivery never lifts a bounce.
 		{ID: "6", Body: sandbox.SESEvent("Bounce", "Permanent", []string{"gone@example.com"}, "m1", at)},
+		// SES names recipients as the header had them: display names and angle brackets are parsed
+		// away, and one recipient that is no address does not stop the others being suppressed.
+		{ID: "7", Body: sandbox.SESEvent("Bounce", "Permanent", []string{`"Carol Q" <Carol@Example.com>`, "not an address", "<dave@example.com>"}, "m7", at)},
+		{ID: "8", Body: sandbox.SESEvent("Complaint", "", []string{"Erin <erin@example.com>"}, "m8", at)},
 	}
 	failures := p.Bounce()(context.Background(), msgs)
 	if len(failures) != 1 || failures[0].MessageID != "5" || !notify.IsCode(failures[0].Err, notify.EINVALID) {
@@ -83,11 +87,13 @@ func TestBounceSuppressesPermanentBouncesAndComplaints(t *testing.T) {
 	key := func(a string) string { return notify.AddressKey(notify.ChannelEmail, a) }
 	sup, err := st.Suppressed(context.Background(), []string{
 		key("gone@example.com"), key("also.gone@example.com"), key("full@example.com"), key("angry@example.com"), key("fine@example.com"),
+		key("carol@example.com"), key("dave@example.com"), key("erin@example.com"),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for addr, want := range map[string]string{"gone@example.com": "bounce", "also.gone@example.com": "bounce", "angry@example.com": "complaint"} {
+	for addr, want := range map[string]string{"gone@example.com": "bounce", "also.gone@example.com": "bounce", "angry@example.com": "complaint",
+		"carol@example.com": "bounce", "dave@example.com": "bounce", "erin@example.com": "complaint"} {
 		if s, ok := sup[key(addr)]; !ok || s.Reason != want {
 			t.Errorf("%s: suppression %+v, want reason %q", addr, s, want)
 		}
@@ -95,6 +101,33 @@ func TestBounceSuppressesPermanentBouncesAndComplaints(t *testing.T) {
 	for _, addr := range []string{"full@example.com", "fine@example.com"} {
 		if _, ok := sup[key(addr)]; ok {
 			t.Errorf("%s suppressed; transient bounces and deliveries must not suppress", addr)
+		}
+	}
+}
+
+func TestFeedbackAddress(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		raw, want string
+		ok        bool
+	}{
+		{"carol@example.com", "carol@example.com", true},
+		{`"Carol Q" <carol@example.com>`, "carol@example.com", true},
+		{"Carol Q <carol@example.com>", "carol@example.com", true},
+		{"<carol@example.com>", "carol@example.com", true},
+		{"Carol@Example.COM", "carol@example.com", true},
+		{`"Q, Carol" <Carol.Q+news@Example.com>`, "carol.q+news@example.com", true},
+		{"  carol@example.com  ", "carol@example.com", true},
+		{"=?UTF-8?B?7ZmN6ri464+Z?= <hong@example.com>", "hong@example.com", true},
+		{"", "", false},
+		{"not an address", "", false},
+		{"carol@", "", false},
+		{"<carol@example.com", "", false},
+		{"a@example.com, b@example.com", "", false},
+	} {
+		got, ok := pipeline.FeedbackAddress(c.raw)
+		if got != c.want || ok != c.ok {
+			t.Errorf("FeedbackAddress(%q) = %q, %v; want %q, %v", c.raw, got, ok, c.want, c.ok)
 		}
 	}
 }
