@@ -143,7 +143,7 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 		}
 		if t := os.Getenv(EnvRateLimitTable); t != "" {
 			p := cfg.Providers
-			limiter = ratelimit.NewDynamo(dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }), t,
+			limiter = ddb.NewRateLimiter(dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }), t,
 				map[string]ratelimit.Rate{
 					string(notify.ProviderFCM): {PerSecond: p.FCM.RatePerSecond}, string(notify.ProviderAPNs): {PerSecond: p.APNs.RatePerSecond},
 					string(notify.ProviderSES): {PerSecond: p.SES.RatePerSecond}, string(notify.ProviderTwilio): {PerSecond: p.Twilio.RatePerSecond},

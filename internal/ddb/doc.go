@@ -1,7 +1,8 @@
-// Package ddb is notify.Store on DynamoDB, written with github.com/guregu/dynamo/v2 (and the raw
-// SDK client it wraps where a request needs a field guregu does not expose: per-item
-// ReturnValuesOnConditionCheckFailure, cancellation reasons). It passes the conformance suite in
-// internal/notify/storetest against DynamoDB Local.
+// Package ddb is Herald's DynamoDB adapter: notify.Store, written with github.com/guregu/dynamo/v2
+// (and the raw SDK client it wraps where a request needs a field guregu does not expose: per-item
+// ReturnValuesOnConditionCheckFailure, cancellation reasons), and RateLimiter, the
+// notify.RateLimiter every Lambda of a deployment shares. They pass the conformance suites in
+// internal/notify/storetest and internal/notify/ratelimittest against DynamoDB Local.
 //
 // # Tables
 //
@@ -68,6 +69,10 @@
 // with each candidate's id — about 3 + 2·n RCU with n candidate broadcasts (broadcasts are few
 // per app), 1 RCU for a user without devices. The 8 copies spread an app's inbox reads over 8
 // partitions.
+//
+// rate limit table (RateLimiter, its own table: CreateRateLimitTable) — key (S), TTL attribute
+// expires. One item per key and window, "<key>#<window size ns>#<window index>", counting the
+// units taken in used; RateLimiter's doc explains the windows and what they cost.
 //
 // # Conditional and transactional writes
 //
