@@ -18,9 +18,15 @@ import (
 // SQSHandler returns a Lambda handler for SQS event source mappings: each record's queue is
 // taken from its event source ARN, the stage for that queue comes from pick, and the glue
 // settles every record exactly as the local runtime's workers do (partial batch failures,
-// backoff through the visibility timeout, immediate dead-lettering of permanent failures).
+// backoff through the visibility timeout, immediate dead-lettering of permanent failures). An
+// event that is not an SQS batch (sqs.CheckEvent: an SNS or S3 envelope, {}) fails the
+// invocation before any record is handled.
 func (e *Env) SQSHandler(pick func(queue string) pipeline.Handler) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		if err := sqs.CheckEvent(ev); err != nil {
+			e.Log.ErrorContext(ctx, "invoked with an event that is not an SQS batch; failing the invocation", "error", err.Error())
+			return events.SQSEventResponse{}, err
+		}
 		byQueue := map[string][]events.SQSMessage{}
 		var order []string
 		for _, r := range ev.Records {
