@@ -44,6 +44,13 @@
 //	pk U#<user>   sk C           the contact, sealed whole with the notify.Cipher
 //	pk U#<user>   sk P           preferences: opt_out (map), marketing_consent_at,
 //	                             night_consent_at (absent: no consent), updated_at
+//	pk I#<object> sk <version>   an import marker (notify.ImportStore): one per version of an
+//	                             uploaded list object ("<bucket>/<key>"; version "V#<version id>"
+//	                             or "E#<etag>"): list_id, owner, lease_until (unix ms), done,
+//	                             checkpoint (map), updated_at. ClaimImport is a consistent read
+//	                             and a put conditioned on attribute_not_exists(pk) or on
+//	                             lease_until < now AND done = false; the other writes are
+//	                             UpdateItem conditioned on owner
 //
 // The lookup by token is the owner item rather than a GSI on token: a GSI is eventually
 // consistent, and a token re-registered to another user a moment after logout must leave the
