@@ -28,8 +28,8 @@ const MinRateWindow = 100 * time.Millisecond
 const rateItemTTL = time.Minute
 
 // RateLimiter is the AWS runtime's notify.RateLimiter: a token bucket per key kept in DynamoDB,
-// shared by every concurrent Lambda, with ratelimit.Limiter's contract (rates by longest key prefix, keys
-// without one unlimited, n above the burst waits proportionally).
+// shared by every concurrent Lambda, with ratelimit.Limiter's contract (rates by longest key
+// prefix, keys without one unlimited, n above the burst waits proportionally).
 //
 // Time is cut into fixed windows of Burst/PerSecond (at least MinRateWindow), each allowing
 // Burst units. One item per key and window counts the units taken, raised by a conditional

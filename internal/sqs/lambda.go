@@ -30,10 +30,11 @@ type Glue struct {
 // Handle runs h on ev's records and returns the partial batch response. It returns an error
 // only for an event that is not an SQS batch (CheckEvent) — the invocation fails and nothing is
 // deleted or acknowledged — and otherwise never: an error would fail, and retry, the whole
-// batch. It recovers from a panic in h by failing every record. Every listed record is either retried (visible again after its
-// backoff) or already dead-lettered and deleted: listing the latter costs nothing, since the
-// mapping deletes only unlisted messages, and makes the response name exactly the records
-// that did not succeed. Logs carry message ids, codes and reasons, never bodies.
+// batch. It recovers from a panic in h by failing every record. Every listed record is either
+// retried (visible again after its backoff) or already dead-lettered and deleted: listing the
+// latter costs nothing, since the mapping deletes only unlisted messages, and makes the
+// response name exactly the records that did not succeed. Logs carry message ids, codes and
+// reasons, never bodies.
 func (g *Glue) Handle(ctx context.Context, ev events.SQSEvent, h pipeline.Handler) (events.SQSEventResponse, error) {
 	log := g.Logger
 	if log == nil {
@@ -95,7 +96,7 @@ func CheckEvent(ev events.SQSEvent) error {
 		case r.EventSource != "aws:sqs":
 			what := "no eventSource"
 			if r.EventSource != "" {
-				what = "eventSource " + fmt.Sprintf("%q", r.EventSource)
+				what = fmt.Sprintf("eventSource %q", r.EventSource)
 				if svc, ok := strings.CutPrefix(r.EventSource, "aws:"); ok {
 					what += " (an event from " + strings.ToUpper(svc) + ")"
 				}
