@@ -58,9 +58,9 @@ type Importer struct {
 	Objects  Objects
 	Lists    Store
 	Markers  notify.ImportStore
-	Source   string          // where the objects live (the bucket): markers are keyed "<Source>/<key>"
-	Services map[string]bool // services whose lists may be uploaded
-	Log      *slog.Logger
+	Source   string           // where the objects live (the bucket): markers are keyed "<Source>/<key>"
+	Services map[string]bool  // services whose lists may be uploaded
+	Log      *slog.Logger     // nil: slog.Default()
 	Now      func() time.Time // nil: time.Now
 	// Margin is how long before the context's deadline the import stops after a chunk,
 	// checkpointed, and asks to be retried (default DefaultMargin).
@@ -124,7 +124,11 @@ func (im *Importer) Import(ctx context.Context, o Object) error {
 	}
 	stored := StoredListID(service, list)
 	version := o.version()
-	log := im.Log.With("service", service, "list_id", list, "key", o.Key, "size", o.Size)
+	log := im.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("service", service, "list_id", list, "key", o.Key, "size", o.Size)
 	object := im.Source + "/" + o.Key
 
 	owner := uuid.NewString()
