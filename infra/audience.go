@@ -21,7 +21,7 @@ import (
 const (
 	audienceFunction = "audience"
 	audienceQueue    = "audience" // internal/awsenv.AudienceQueue
-	listsPrefix      = "lists/"   // internal/awsenv.ListsPrefix
+	listsPrefix      = "lists/"   // internal/audience.ListsPrefix
 	listsExpiryDays  = 7          // an uploaded file is imported within minutes; the list lives in DynamoDB
 )
 

@@ -14,7 +14,7 @@ import (
 // rate-limit table of internal/ratelimit's DynamoDB limiter. A change to either design changes
 // the stack without touching the code below.
 
-// rateLimitTable mirrors ratelimit.CreateDynamoTable: one item per provider window, key "key",
+// rateLimitTable mirrors ddb.CreateRateLimitTable: one item per provider window, key "key",
 // expired by TTL on "expires".
 func rateLimitTable(name string) ddb.TableSpec {
 	return ddb.TableSpec{

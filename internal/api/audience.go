@@ -13,7 +13,7 @@ import (
 
 // DefaultMaxUploadBytes is the audience list upload limit when Options.MaxUploadBytes is 0:
 // 64 MiB, about four million ids of 16 bytes. API Gateway caps a request at 10 MB, so in AWS a
-// larger list goes through S3 (lists/<service>/<list>, internal/awsenv).
+// larger list goes through S3 (lists/<service>/<list>, internal/audience.Importer).
 const DefaultMaxUploadBytes = 64 << 20
 
 // AudienceLists is the store side of the audience list routes: both the SQLite and the DynamoDB

@@ -7,8 +7,9 @@
 // An import can be made resumable (Options.Resume and Options.Checkpoint): before each chunk it
 // records the chunk it is about to append, after it the lines done, so an import interrupted at
 // any point — even between a chunk's write and its checkpoint — continues without appending any
-// member twice or losing one. The S3 import (internal/awsenv) uses that; the HTTP upload does not
-// (a failed upload leaves a prefix of the file in the list, which GET on the list reports).
+// member twice or losing one. Importer, which imports uploaded objects (S3 in AWS) once per
+// object version, uses that; the HTTP upload does not (a failed upload leaves a prefix of the
+// file in the list, which GET on the list reports).
 package audience
 
 import (
@@ -59,16 +60,9 @@ type Result struct {
 	LastSeq       int64      // the list's last sequence number after the import (= its member count)
 }
 
-// Checkpoint is how far a resumable import got. Between chunks Pending is zero; while a chunk
-// is being appended PendingLines is the last line it covers and PendingCount its size, and Seq
-// the list's last sequence number before it.
-type Checkpoint struct {
-	Lines        int   `json:"lines"`    // every valid id on lines 1..Lines is in the list
-	Seq          int64 `json:"seq"`      // the list's last sequence number after line Lines's chunk
-	Appended     int   `json:"appended"` // members appended so far
-	PendingLines int   `json:"pending_lines,omitempty"`
-	PendingCount int   `json:"pending_count,omitempty"`
-}
+// Checkpoint is how far a resumable import got; notify.ImportStore keeps it with the import's
+// marker.
+type Checkpoint = notify.ImportCheckpoint
 
 // Options tune an import.
 type Options struct {

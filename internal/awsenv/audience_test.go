@@ -4,67 +4,29 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"herald/internal/awsenv"
 	"herald/internal/awsenv/awsenvtest"
+	"herald/internal/s3"
+	"herald/internal/s3/s3fake"
 )
-
-// s3Fake serves GetObject (path style) for the objects it holds, honouring If-Match.
-type s3Fake struct {
-	mu      sync.Mutex
-	objects map[string]string // "bucket/key" → content; its ETag is etagOf(content)
-	gets    int
-}
-
-func etagOf(content string) string {
-	return fmt.Sprintf("etag-%d-%x", len(content), len(content)*31+int(content[0]))
-}
-
-func (f *s3Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if r.Method != http.MethodGet {
-		http.Error(w, "only GetObject", http.StatusNotImplemented)
-		return
-	}
-	f.gets++
-	body, ok := f.objects[strings.TrimPrefix(r.URL.Path, "/")]
-	w.Header().Set("Content-Type", "application/xml")
-	if !ok {
-		w.WriteHeader(http.StatusNotFound)
-		fmt.Fprint(w, `<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>`)
-		return
-	}
-	etag := `"` + etagOf(body) + `"`
-	if m := r.Header.Get("If-Match"); m != "" && m != etag {
-		w.WriteHeader(http.StatusPreconditionFailed)
-		fmt.Fprint(w, `<Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions you specified did not hold</Message></Error>`)
-		return
-	}
-	w.Header().Set("Content-Type", "text/csv")
-	w.Header().Set("ETag", etag)
-	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
-	fmt.Fprint(w, body)
-}
 
 // s3Event is the SQS body S3 sends for one created object.
 func s3Event(bucket, key, content string) string {
 	b, _ := json.Marshal(events.S3Event{Records: []events.S3EventRecord{{
 		EventSource: "aws:s3", EventName: "ObjectCreated:Put",
 		S3: events.S3Entity{Bucket: events.S3Bucket{Name: bucket},
-			Object: events.S3Object{Key: key, Size: int64(len(content)), ETag: etagOf(content)}},
+			Object: events.S3Object{Key: key, Size: int64(len(content)), ETag: s3fake.ETag(content)}},
 	}}})
 	return string(b)
 }
@@ -79,15 +41,17 @@ func TestAudienceImportFromS3(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fake := &s3Fake{objects: map[string]string{}}
+	fake := s3fake.New()
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
 	im, err := w.Env.AudienceImporter()
 	if err != nil {
 		t.Fatal(err)
 	}
-	im.S3 = s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
+	if im.Objects, err = s3.NewObjects(awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}), bucket); err != nil {
+		t.Fatal(err)
+	}
 	h := w.Env.AudienceHandler(im)
 	// invokeNext hands the next message of the audience queue to the handler, as Lambda would.
 	invokeNext := func(t *testing.T, ctx context.Context) events.SQSEventResponse {
@@ -128,7 +92,7 @@ func TestAudienceImportFromS3(t *testing.T) {
 	}
 	small := "user_id,name\nalice,A\nbob,B\nalice,A\nbad id,X\ncarol,C\n"
 	key := s3ev.Records[0].S3.Object.Key
-	fake.objects[bucket+"/"+key] = small
+	fake.Put(bucket, key, small)
 	body := s3Event(bucket, key, small)
 	for range 2 { // the second delivery is a redelivery: nothing more is appended
 		if r := deliver(t, ctx, body); len(r.BatchItemFailures) != 0 {
@@ -138,8 +102,8 @@ func TestAudienceImportFromS3(t *testing.T) {
 			t.Fatalf("demo/spring-vip has %d members, want 3", n)
 		}
 	}
-	if fake.gets != 1 {
-		t.Fatalf("object read %d times, want once (the redelivery finds the import done)", fake.gets)
+	if fake.Gets() != 1 {
+		t.Fatalf("object read %d times, want once (the redelivery finds the import done)", fake.Gets())
 	}
 
 	// A large object whose invocation runs out of time after a chunk resumes in the next one and
@@ -149,7 +113,7 @@ func TestAudienceImportFromS3(t *testing.T) {
 		fmt.Fprintf(&b, "u%05d\n", i%4200)
 	}
 	big := b.String()
-	fake.objects[bucket+"/lists/demo/big/part-1"] = big
+	fake.Put(bucket, "lists/demo/big/part-1", big)
 	im.Margin = time.Hour // any deadline is near: stop after the first chunk
 	short, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -185,7 +149,7 @@ func TestAudienceImportFromS3(t *testing.T) {
 		t.Fatalf("test event: failures %v", r.BatchItemFailures)
 	}
 	// An object replaced after its event: its ETag no longer matches, nothing is imported.
-	fake.objects[bucket+"/lists/demo/gone"] = "zed\n"
+	fake.Put(bucket, "lists/demo/gone", "zed\n")
 	stale := s3Event(bucket, "lists/demo/gone", "old content\n")
 	if r := deliver(t, ctx, stale); len(r.BatchItemFailures) != 0 {
 		t.Fatalf("stale event: failures %v", r.BatchItemFailures)

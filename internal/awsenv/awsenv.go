@@ -1,6 +1,8 @@
 // Package awsenv builds Herald's AWS runtime from a Lambda function's environment: herald.yaml,
-// table and queue names, secrets from Secrets Manager, and the DynamoDB, SQS, EventBridge
-// Scheduler, EventBridge (operator events) and provider adapters. Every functions/<name>/main.go
+// table and queue names, secrets from Secrets Manager, and the DynamoDB (ddb), SQS (sqs),
+// EventBridge Scheduler (scheduler), EventBridge (eventbus), Step Functions (sfn), S3 (s3) and
+// provider adapters, each in its own package: this one only wires them, and holds the Lambda
+// handlers over them. Every functions/<name>/main.go
 // calls Load, then hands one of the handlers here to lambda.Start. Configuration errors surface
 // from Load, before lambda.Start; handlers never exit the process.
 package awsenv
@@ -143,7 +145,7 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 		}
 		if t := os.Getenv(EnvRateLimitTable); t != "" {
 			p := cfg.Providers
-			limiter = ratelimit.NewDynamo(dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }), t,
+			limiter = ddb.NewRateLimiter(dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }), t,
 				map[string]ratelimit.Rate{
 					string(notify.ProviderFCM): {PerSecond: p.FCM.RatePerSecond}, string(notify.ProviderAPNs): {PerSecond: p.APNs.RatePerSecond},
 					string(notify.ProviderSES): {PerSecond: p.SES.RatePerSecond}, string(notify.ProviderTwilio): {PerSecond: p.Twilio.RatePerSecond},

@@ -3,12 +3,44 @@ package awsenv
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"herald/internal/campaign"
 	"herald/internal/notify"
+	"herald/internal/sfn"
 )
+
+// EnvCampaignStateMachine is the campaign state machine's ARN (infra/campaign.go): the api and
+// ingest functions start executions of it, the campaign function looks its own up.
+const EnvCampaignStateMachine = "HERALD_CAMPAIGN_STATE_MACHINE_ARN"
+
+// CampaignExecutions returns the campaign state machine's executions, or nil (and no error) when
+// the function was deployed without one (no functions/campaign).
+func (e *Env) CampaignExecutions() (*sfn.Executions, error) {
+	arn := os.Getenv(EnvCampaignStateMachine)
+	if arn == "" {
+		return nil, nil
+	}
+	x, err := sfn.NewExecutions(awssfn.NewFromConfig(e.AWS), arn)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvCampaignStateMachine, err)
+	}
+	return x, nil
+}
+
+// CampaignControl returns the campaigns as the API serves them in AWS — created and moved in the
+// store, their runs started as executions, a future send_at armed as a fire on the service's
+// ingest queue — or nil when there is no campaign state machine (the routes answer 501).
+func (e *Env) CampaignControl() (*campaign.Control, error) {
+	x, err := e.CampaignExecutions()
+	if x == nil || err != nil {
+		return nil, err
+	}
+	return &campaign.Control{Steps: e.campaignSteps(), Executions: x, Scheduler: e.Scheduler}, nil
+}
 
 // CampaignEvent is what the campaign state machine's Lambda tasks send (infra/campaign.go).
 type CampaignEvent struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -18,9 +19,15 @@ import (
 // SQSHandler returns a Lambda handler for SQS event source mappings: each record's queue is
 // taken from its event source ARN, the stage for that queue comes from pick, and the glue
 // settles every record exactly as the local runtime's workers do (partial batch failures,
-// backoff through the visibility timeout, immediate dead-lettering of permanent failures).
+// backoff through the visibility timeout, immediate dead-lettering of permanent failures). An
+// event that is not an SQS batch (sqs.CheckEvent: an SNS or S3 envelope, {}) fails the
+// invocation before any record is handled.
 func (e *Env) SQSHandler(pick func(queue string) pipeline.Handler) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		if err := sqs.CheckEvent(ev); err != nil {
+			e.Log.ErrorContext(ctx, "invoked with an event that is not an SQS batch; failing the invocation", "error", err.Error())
+			return events.SQSEventResponse{}, err
+		}
 		byQueue := map[string][]events.SQSMessage{}
 		var order []string
 		for _, r := range ev.Records {
@@ -97,5 +104,25 @@ func StartAPI() error {
 		campaigns = c
 	}
 	lambda.Start(e.APIHandler(campaigns))
+	return nil
+}
+
+// StartIngest is the ingest function's main, returning like StartSQS: every service's ingest
+// queue, where a reserved fire for a campaign starts its execution.
+func StartIngest() error {
+	e, err := Load(context.Background(), Options{})
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	var campaigns pipeline.CampaignFirer
+	switch c, err := e.CampaignControl(); {
+	case err != nil:
+		return fmt.Errorf("config: %w", err)
+	case c != nil:
+		campaigns = c
+	}
+	lambda.Start(e.SQSHandler(func(queue string) pipeline.Handler {
+		return e.Pipeline.IngestWithCampaigns(strings.TrimPrefix(queue, "ingest-"), e.Scheduler, campaigns)
+	}))
 	return nil
 }

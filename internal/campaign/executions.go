@@ -10,7 +10,7 @@ import (
 )
 
 // Executions are a campaign's runs where something outside the process drives the steps: Step
-// Functions executions in AWS (internal/awsenv), one chain per campaign. Generation k of campaign
+// Functions executions in AWS (internal/sfn), one chain per campaign. Generation k of campaign
 // id is the execution named ExecutionName(id, k). A run ends when CheckWindow says stop (the
 // campaign ended, or an operator paused it) or hands over to generation k+1 after
 // MachineConfig.MaxIterations loop passes (continue-as-new: Step Functions keeps at most 25,000

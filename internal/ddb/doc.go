@@ -1,7 +1,8 @@
-// Package ddb is notify.Store on DynamoDB, written with github.com/guregu/dynamo/v2 (and the raw
-// SDK client it wraps where a request needs a field guregu does not expose: per-item
-// ReturnValuesOnConditionCheckFailure, cancellation reasons). It passes the conformance suite in
-// internal/notify/storetest against DynamoDB Local.
+// Package ddb is Herald's DynamoDB adapter: notify.Store, written with github.com/guregu/dynamo/v2
+// (and the raw SDK client it wraps where a request needs a field guregu does not expose: per-item
+// ReturnValuesOnConditionCheckFailure, cancellation reasons), and RateLimiter, the
+// notify.RateLimiter every Lambda of a deployment shares. They pass the conformance suites in
+// internal/notify/storetest and internal/notify/ratelimittest against DynamoDB Local.
 //
 // # Tables
 //
@@ -43,6 +44,13 @@
 //	pk U#<user>   sk C           the contact, sealed whole with the notify.Cipher
 //	pk U#<user>   sk P           preferences: opt_out (map), marketing_consent_at,
 //	                             night_consent_at (absent: no consent), updated_at
+//	pk I#<object> sk <version>   an import marker (notify.ImportStore): one per version of an
+//	                             uploaded list object ("<bucket>/<key>"; version "V#<version id>"
+//	                             or "E#<etag>"): list_id, owner, lease_until (unix ms), done,
+//	                             checkpoint (map), updated_at. ClaimImport is a consistent read
+//	                             and a put conditioned on attribute_not_exists(pk) or on
+//	                             lease_until < now AND done = false; the other writes are
+//	                             UpdateItem conditioned on owner
 //
 // The lookup by token is the owner item rather than a GSI on token: a GSI is eventually
 // consistent, and a token re-registered to another user a moment after logout must leave the
@@ -68,6 +76,10 @@
 // with each candidate's id — about 3 + 2·n RCU with n candidate broadcasts (broadcasts are few
 // per app), 1 RCU for a user without devices. The 8 copies spread an app's inbox reads over 8
 // partitions.
+//
+// rate limit table (RateLimiter, its own table: CreateRateLimitTable) — key (S), TTL attribute
+// expires. One item per key and window, "<key>#<window size ns>#<window index>", counting the
+// units taken in used; RateLimiter's doc explains the windows and what they cost.
 //
 // # Conditional and transactional writes
 //

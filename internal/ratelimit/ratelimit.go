@@ -1,10 +1,13 @@
 // Package ratelimit is the in-process rate limiter the local runtime shares between all its
 // workers: one bucket per key (provider account), so concurrent senders together stay inside a
-// provider's quota. The AWS runtime uses a distributed bucket with the same contract.
+// provider's quota. The AWS runtime uses a distributed bucket with the same contract and the
+// same Rate (ddb.RateLimiter, in DynamoDB); this package imports no SDK, so the local runtime
+// links none.
 package ratelimit
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,7 +50,7 @@ func New(rates map[string]Rate, clock notify.Clock) *Limiter {
 // the burst simply waits longer; a canceled ctx returns its error (the reservation is kept: it was
 // a conservative choice, not a leak — the next caller waits a little longer).
 func (l *Limiter) Wait(ctx context.Context, key string, n int) error {
-	return sleep(ctx, l.reserve(key, n))
+	return Sleep(ctx, l.reserve(key, n))
 }
 
 func (l *Limiter) reserve(key string, n int) time.Duration {
@@ -82,4 +85,31 @@ func (l *Limiter) reserve(key string, n int) time.Duration {
 	return allowAt.Sub(now)
 }
 
-func (l *Limiter) rateFor(key string) (Rate, bool) { return longestPrefixRate(l.rates, key) }
+func (l *Limiter) rateFor(key string) (Rate, bool) { return RateFor(l.rates, key) }
+
+// RateFor is the Rate of the longest prefix of key in rates ("fcm" covers "fcm:default"), and
+// false when no prefix matches (the key is unlimited). Every limiter picks rates this way.
+func RateFor(rates map[string]Rate, key string) (Rate, bool) {
+	best, found, bestLen := Rate{}, false, -1
+	for prefix, r := range rates {
+		if strings.HasPrefix(key, prefix) && len(prefix) > bestLen {
+			best, found, bestLen = r, true, len(prefix)
+		}
+	}
+	return best, found
+}
+
+// Sleep waits d, or returns ctx's error if it ends first; d ≤ 0 only checks ctx.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -24,7 +24,7 @@ var _ notify.Store = (*Store)(nil)
 
 // storeSchemaVersion is the schema this code reads and writes. It lives in store_meta rather
 // than PRAGMA user_version because the Queue shares the database file and has its own schema.
-const storeSchemaVersion = 5
+const storeSchemaVersion = 6
 
 // storeMigrations[i] takes the schema from version i to i+1.
 var storeMigrations = []string{
@@ -161,6 +161,8 @@ CREATE TABLE IF NOT EXISTS send_batches (
 	// 5: inbox broadcasts, stored once and merged into the reads of the users they target, and
 	// the per-user markers written when one is read or deleted (see store_inbox.go).
 	broadcastSchema,
+	// 6: import markers of uploaded audience list objects (see imports.go).
+	importSchema,
 }
 
 // NewStore returns a Store on db, creating or upgrading its schema. cipher seals contacts at rest

@@ -323,3 +323,54 @@ func TestGlueEnvelope(t *testing.T) {
 		t.Errorf("DLQ copy: group %q, attributes %v", dead.GroupID, dead.Attributes)
 	}
 }
+
+// TestGlueFailsForeignEnvelopes: an event that is not an SQS batch — an SNS or S3 envelope
+// (a function subscribed or notified directly), {} or a JSON array — fails the invocation with
+// an error naming what it got, and the stage never sees it; an empty Records list is an empty
+// batch.
+func TestGlueFailsForeignEnvelopes(t *testing.T) {
+	t.Parallel()
+	read := func(name string) []byte {
+		b, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	g := &Glue{QueueName: "prepare-realtime", DLQName: "prepare-realtime-dlq", Logger: slog.New(slog.DiscardHandler)}
+	called := 0
+	handler := lambda.NewHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		return g.Handle(ctx, ev, func(context.Context, []notify.Message) []pipeline.ItemFailure {
+			called++
+			return nil
+		})
+	})
+	for _, c := range []struct {
+		name string
+		raw  []byte
+		want string // in the error
+	}{
+		{"SNS", read("sns-envelope.json"), `Records[0] has eventSource "aws:sns" (an event from SNS), want "aws:sqs"`},
+		{"S3", read("s3-envelope.json"), `Records[0] has eventSource "aws:s3" (an event from S3), want "aws:sqs"`},
+		{"EmptyObject", []byte(`{}`), "no Records list"},
+		{"Array", []byte(`[]`), "cannot unmarshal array"},
+		{"NoMessageID", []byte(`{"Records":[{"eventSource":"aws:sqs","body":"{}"}]}`), "Records[0] has no messageId"},
+		{"MixedBatch", []byte(`{"Records":[{"eventSource":"aws:sqs","messageId":"m1","body":"{}"},{"body":"{}"}]}`), "Records[1] has no eventSource"},
+	} {
+		out, err := handler.Invoke(t.Context(), c.raw)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Invoke = %s, %v; want an error containing %q", c.name, out, err, c.want)
+		}
+	}
+	if called != 0 {
+		t.Fatalf("the stage ran %d times on events that are not SQS batches", called)
+	}
+	out, err := handler.Invoke(t.Context(), []byte(`{"Records":[]}`))
+	if err != nil {
+		t.Fatalf("empty batch: %v", err)
+	}
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(out, &resp); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("empty batch: response %s (%v), want no failures", out, err)
+	}
+}

@@ -1,4 +1,4 @@
-package ratelimit
+package ddb
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,22 +15,23 @@ import (
 
 	"herald/internal/awserr"
 	"herald/internal/notify"
+	"herald/internal/ratelimit"
 )
 
-// MinDynamoWindow is the shortest window the DynamoDB limiter counts in. A window normally lasts
-// Burst/PerSecond (so at most Burst units go at once, as with the local Limiter); a smaller burst
+// MinRateWindow is the shortest window the RateLimiter counts in. A window normally lasts
+// Burst/PerSecond (so at most Burst units go at once, as with ratelimit.Limiter); a smaller burst
 // would mean a DynamoDB write per few units, so the window is stretched to this length and its
 // allowance to PerSecond × window — the same sustained rate with a larger burst.
-const MinDynamoWindow = 100 * time.Millisecond
+const MinRateWindow = 100 * time.Millisecond
 
-// dynamoItemTTL is how long a window's item outlives the window before TTL may delete it.
-const dynamoItemTTL = time.Minute
+// rateItemTTL is how long a window's item outlives the window before TTL may delete it.
+const rateItemTTL = time.Minute
 
-// Dynamo is the AWS runtime's rate limiter: a token bucket per key kept in DynamoDB, shared by
-// every concurrent Lambda, with the local Limiter's contract (rates by longest key prefix, keys
-// without one unlimited, n above the burst waits proportionally).
+// RateLimiter is the AWS runtime's notify.RateLimiter: a token bucket per key kept in DynamoDB,
+// shared by every concurrent Lambda, with ratelimit.Limiter's contract (rates by longest key
+// prefix, keys without one unlimited, n above the burst waits proportionally).
 //
-// Time is cut into fixed windows of Burst/PerSecond (at least MinDynamoWindow), each allowing
+// Time is cut into fixed windows of Burst/PerSecond (at least MinRateWindow), each allowing
 // Burst units. One item per key and window counts the units taken, raised by a conditional
 // UpdateItem `ADD used :n` that fails when the window would go over; a caller that finds its
 // window full (or only partly free: it takes what is left) sleeps until the next window, plus
@@ -42,10 +42,10 @@ const dynamoItemTTL = time.Minute
 // Cost: one write per successful take plus one per contended attempt — about (callers per
 // window + 1) writes per window per busy key, e.g. 10 windows/s × a few callers; items expire by
 // TTL.
-type Dynamo struct {
+type RateLimiter struct {
 	client *dynamodb.Client
 	table  string
-	rates  map[string]Rate
+	rates  map[string]ratelimit.Rate
 	clock  notify.Clock
 
 	mu    sync.Mutex
@@ -53,7 +53,7 @@ type Dynamo struct {
 	full  map[string]int64       // key → a window index seen full, so other waiters here skip the write
 }
 
-var _ notify.RateLimiter = (*Dynamo)(nil)
+var _ notify.RateLimiter = (*RateLimiter)(nil)
 
 // windowSpec is how one key's time is cut: windows of size, each allowing allowance units.
 type windowSpec struct {
@@ -61,24 +61,24 @@ type windowSpec struct {
 	allowance int
 }
 
-// NewDynamo returns a limiter keeping its buckets in table (see CreateDynamoTable); clock nil
-// means the system clock. Every process sharing a quota must use the same rates.
-func NewDynamo(client *dynamodb.Client, table string, rates map[string]Rate, clock notify.Clock) *Dynamo {
+// NewRateLimiter returns a limiter keeping its buckets in table (see CreateRateLimitTable); clock
+// nil means the system clock. Every process sharing a quota must use the same rates.
+func NewRateLimiter(client *dynamodb.Client, table string, rates map[string]ratelimit.Rate, clock notify.Clock) *RateLimiter {
 	if clock == nil {
 		clock = notify.SystemClock{}
 	}
-	return &Dynamo{client: client, table: table, rates: rates, clock: clock, specs: map[string]*windowSpec{}, full: map[string]int64{}}
+	return &RateLimiter{client: client, table: table, rates: rates, clock: clock, specs: map[string]*windowSpec{}, full: map[string]int64{}}
 }
 
-// dynamoWindow cuts time for a rate: the window in which Burst units accrue, stretched to
-// MinDynamoWindow if shorter, with the whole units that accrue in it as its allowance.
-func dynamoWindow(r Rate) windowSpec {
+// rateWindow cuts time for a rate: the window in which Burst units accrue, stretched to
+// MinRateWindow if shorter, with the whole units that accrue in it as its allowance.
+func rateWindow(r ratelimit.Rate) windowSpec {
 	burst := r.Burst
 	if burst <= 0 {
 		burst = max(1, int(r.PerSecond/10))
 	}
-	if float64(burst)/r.PerSecond < MinDynamoWindow.Seconds() {
-		burst = int(math.Ceil(r.PerSecond * MinDynamoWindow.Seconds()))
+	if float64(burst)/r.PerSecond < MinRateWindow.Seconds() {
+		burst = int(math.Ceil(r.PerSecond * MinRateWindow.Seconds()))
 	}
 	return windowSpec{size: time.Duration(float64(burst) / r.PerSecond * float64(time.Second)), allowance: burst}
 }
@@ -86,13 +86,13 @@ func dynamoWindow(r Rate) windowSpec {
 func (w windowSpec) index(t time.Time) int64     { return t.UnixNano() / int64(w.size) }
 func (w windowSpec) start(index int64) time.Time { return time.Unix(0, index*int64(w.size)) }
 
-func (d *Dynamo) spec(key string) *windowSpec {
+func (d *RateLimiter) spec(key string) *windowSpec {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, ok := d.specs[key]
 	if !ok {
-		if r, found := longestPrefixRate(d.rates, key); found && r.PerSecond > 0 {
-			w := dynamoWindow(r)
+		if r, found := ratelimit.RateFor(d.rates, key); found && r.PerSecond > 0 {
+			w := rateWindow(r)
 			s = &w
 		}
 		d.specs[key] = s
@@ -100,23 +100,11 @@ func (d *Dynamo) spec(key string) *windowSpec {
 	return s
 }
 
-// longestPrefixRate is the Rate of the longest prefix of key in rates, as the local Limiter
-// picks it.
-func longestPrefixRate(rates map[string]Rate, key string) (Rate, bool) {
-	best, found, bestLen := Rate{}, false, -1
-	for prefix, r := range rates {
-		if strings.HasPrefix(key, prefix) && len(prefix) > bestLen {
-			best, found, bestLen = r, true, len(prefix)
-		}
-	}
-	return best, found
-}
-
 // Wait blocks until n units for key have been taken, or returns ctx's error. Units already taken
 // when ctx ends stay taken (as with the local Limiter: conservative, not a leak). DynamoDB
 // failures are returned with a notify code (ETHROTTLED, EUNAVAILABLE, ENOTFOUND for a missing
 // table, EAUTH).
-func (d *Dynamo) Wait(ctx context.Context, key string, n int) error {
+func (d *RateLimiter) Wait(ctx context.Context, key string, n int) error {
 	w := d.spec(key)
 	if w == nil || n <= 0 {
 		return ctx.Err()
@@ -138,7 +126,7 @@ func (d *Dynamo) Wait(ctx context.Context, key string, n int) error {
 		}
 		// This window has nothing more for us: wait for the next one.
 		pause := w.start(idx+1).Sub(d.clock.Now()) + rand.N(w.size/4+1)
-		if err := sleep(ctx, pause); err != nil {
+		if err := ratelimit.Sleep(ctx, pause); err != nil {
 			return err
 		}
 	}
@@ -146,7 +134,7 @@ func (d *Dynamo) Wait(ctx context.Context, key string, n int) error {
 
 // take takes up to want units from window idx of key and returns how many it got: want if they
 // fit, what is left if less, 0 if the window is full.
-func (d *Dynamo) take(ctx context.Context, key string, w *windowSpec, idx int64, want int) (int, error) {
+func (d *RateLimiter) take(ctx context.Context, key string, w *windowSpec, idx int64, want int) (int, error) {
 	if d.seenFull(key, idx) {
 		return 0, nil
 	}
@@ -172,8 +160,8 @@ func (d *Dynamo) take(ctx context.Context, key string, w *windowSpec, idx int64,
 
 // add is the one conditional write: window idx of key gets n more units unless that would take
 // it over the allowance. It reports the window's count after the write (ok) or as found (not ok).
-func (d *Dynamo) add(ctx context.Context, key string, w *windowSpec, idx int64, n int) (used int, ok bool, err error) {
-	expires := w.start(idx + 1).Add(dynamoItemTTL).Unix()
+func (d *RateLimiter) add(ctx context.Context, key string, w *windowSpec, idx int64, n int) (used int, ok bool, err error) {
+	expires := w.start(idx + 1).Add(rateItemTTL).Unix()
 	out, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(d.table),
 		Key:                 map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: windowKey(key, w, idx)}},
@@ -195,7 +183,7 @@ func (d *Dynamo) add(ctx context.Context, key string, w *windowSpec, idx int64, 
 		// Without the old item (an emulator may not return it) assume the window is full.
 		return usedIn(ccf.Item, w.allowance), false, nil
 	}
-	return 0, false, awserr.Wrap(err, dynamoCodes, "ratelimit: take %d for %s from %s", n, key, d.table)
+	return 0, false, awserr.Wrap(err, rateLimitCodes, "ddb: rate limiter: take %d for %s from %s", n, key, d.table)
 }
 
 // windowKey names window idx of key; the window size is part of it, so processes briefly
@@ -215,13 +203,13 @@ func usedIn(item map[string]types.AttributeValue, def int) int {
 	return def
 }
 
-func (d *Dynamo) seenFull(key string, idx int64) bool {
+func (d *RateLimiter) seenFull(key string, idx int64) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.full[key] == idx
 }
 
-func (d *Dynamo) markFull(key string, idx int64) {
+func (d *RateLimiter) markFull(key string, idx int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if idx > d.full[key] {
@@ -229,24 +217,10 @@ func (d *Dynamo) markFull(key string, idx int64) {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// CreateDynamoTable creates the limiter's table (partition key "key", on-demand) if it does not
+// CreateRateLimitTable creates the limiter's table (partition key "key", on-demand) if it does not
 // exist, waits for it, and turns on TTL on "expires". infra/ creates the same table in AWS; this
 // is for tests and local setups.
-func CreateDynamoTable(ctx context.Context, client *dynamodb.Client, table string) error {
+func CreateRateLimitTable(ctx context.Context, client *dynamodb.Client, table string) error {
 	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("key"), AttributeType: types.ScalarAttributeTypeS}},
@@ -255,18 +229,18 @@ func CreateDynamoTable(ctx context.Context, client *dynamodb.Client, table strin
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
-		return awserr.Wrap(err, dynamoCodes, "ratelimit: create table %s", table)
+		return awserr.Wrap(err, rateLimitCodes, "ddb: rate limiter: create table %s", table)
 	}
 	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay = 100 * time.Millisecond
 		o.MaxDelay = 2 * time.Second
 	})
 	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 2*time.Minute); err != nil {
-		return notify.Wrap(notify.EUNAVAILABLE, err, "ratelimit: wait for table %s", table)
+		return notify.Wrap(notify.EUNAVAILABLE, err, "ddb: rate limiter: wait for table %s", table)
 	}
 	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
 	if err != nil {
-		return awserr.Wrap(err, dynamoCodes, "ratelimit: describe TTL of %s", table)
+		return awserr.Wrap(err, rateLimitCodes, "ddb: rate limiter: describe TTL of %s", table)
 	}
 	if d := ttl.TimeToLiveDescription; d != nil && aws.ToString(d.AttributeName) == "expires" &&
 		(d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
@@ -277,13 +251,13 @@ func CreateDynamoTable(ctx context.Context, client *dynamodb.Client, table strin
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("expires"), Enabled: aws.Bool(true)},
 	})
 	if err != nil {
-		return awserr.Wrap(err, dynamoCodes, "ratelimit: enable TTL on %s", table)
+		return awserr.Wrap(err, rateLimitCodes, "ddb: rate limiter: enable TTL on %s", table)
 	}
 	return nil
 }
 
-// dynamoCodes maps DynamoDB (and generic AWS) error codes to Herald's codes.
-var dynamoCodes = map[string]string{
+// rateLimitCodes maps DynamoDB (and generic AWS) error codes to Herald's codes.
+var rateLimitCodes = map[string]string{
 	"ProvisionedThroughputExceededException": notify.ETHROTTLED,
 	"ThrottlingException":                    notify.ETHROTTLED,
 	"RequestLimitExceeded":                   notify.ETHROTTLED,

@@ -1,4 +1,4 @@
-package ratelimit
+package ddb
 
 import (
 	"context"
@@ -18,12 +18,13 @@ import (
 
 	"herald/internal/notify"
 	"herald/internal/notify/ratelimittest"
+	"herald/internal/ratelimit"
 )
 
-var suiteRate = Rate{PerSecond: 200, Burst: 20}
+var suiteRate = ratelimit.Rate{PerSecond: 200, Burst: 20}
 
-// dynamoTable gives the test its own limiter table in DynamoDB Local, or skips the test.
-func dynamoTable(t *testing.T) (*dynamodb.Client, string) {
+// rateLimitTable gives the test its own limiter table in DynamoDB Local, or skips the test.
+func rateLimitTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
 	ep := os.Getenv("HERALD_DYNAMODB_ENDPOINT")
 	if ep == "" {
@@ -37,7 +38,7 @@ func dynamoTable(t *testing.T) (*dynamodb.Client, string) {
 	})
 	name := strings.NewReplacer("/", ".", " ", "_").Replace(t.Name())
 	table := fmt.Sprintf("ratelimit-%s-%d", name, time.Now().UnixNano())
-	if err := CreateDynamoTable(t.Context(), client, table); err != nil {
+	if err := CreateRateLimitTable(t.Context(), client, table); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -46,19 +47,19 @@ func dynamoTable(t *testing.T) (*dynamodb.Client, string) {
 	return client, table
 }
 
-func TestDynamoConformance(t *testing.T) {
+func TestRateLimiterConformance(t *testing.T) {
 	t.Parallel()
 	ratelimittest.Run(t, int(suiteRate.PerSecond), func(t *testing.T) notify.RateLimiter {
-		client, table := dynamoTable(t)
-		return NewDynamo(client, table, map[string]Rate{"k": suiteRate}, nil)
+		client, table := rateLimitTable(t)
+		return NewRateLimiter(client, table, map[string]ratelimit.Rate{"k": suiteRate}, nil)
 	})
 }
 
-func TestCreateDynamoTableIsIdempotent(t *testing.T) {
+func TestCreateRateLimitTableIsIdempotent(t *testing.T) {
 	t.Parallel()
-	client, table := dynamoTable(t)
-	if err := CreateDynamoTable(t.Context(), client, table); err != nil {
-		t.Fatalf("second CreateDynamoTable: %v", err)
+	client, table := rateLimitTable(t)
+	if err := CreateRateLimitTable(t.Context(), client, table); err != nil {
+		t.Fatalf("second CreateRateLimitTable: %v", err)
 	}
 	out, err := client.DescribeTimeToLive(t.Context(), &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
 	if err != nil {
@@ -94,10 +95,10 @@ func windows(t *testing.T, client *dynamodb.Client, table string) map[string]int
 	return out
 }
 
-func TestDynamoSplitsLargeRequestsAcrossWindows(t *testing.T) {
+func TestRateLimiterSplitsLargeRequestsAcrossWindows(t *testing.T) {
 	t.Parallel()
-	client, table := dynamoTable(t)
-	l := NewDynamo(client, table, map[string]Rate{"k": suiteRate}, nil)
+	client, table := rateLimitTable(t)
+	l := NewRateLimiter(client, table, map[string]ratelimit.Rate{"k": suiteRate}, nil)
 	if err := l.Wait(t.Context(), "k", 50); err != nil {
 		t.Fatal(err)
 	}
@@ -116,15 +117,15 @@ func TestDynamoSplitsLargeRequestsAcrossWindows(t *testing.T) {
 
 // Several processes (Lambdas) share one table; units that do not divide the allowance make
 // them split windows. No window may ever hold more than its allowance.
-func TestDynamoSharedBetweenProcesses(t *testing.T) {
+func TestRateLimiterSharedBetweenProcesses(t *testing.T) {
 	t.Parallel()
-	client, table := dynamoTable(t)
+	client, table := rateLimitTable(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	var passed atomic.Int64
 	var wg sync.WaitGroup
 	for range 3 {
-		l := NewDynamo(client, table, map[string]Rate{"fcm": suiteRate}, nil)
+		l := NewRateLimiter(client, table, map[string]ratelimit.Rate{"fcm": suiteRate}, nil)
 		for range 2 {
 			wg.Go(func() {
 				for ctx.Err() == nil {
@@ -155,23 +156,23 @@ func TestDynamoSharedBetweenProcesses(t *testing.T) {
 	}
 }
 
-func TestDynamoWindow(t *testing.T) {
+func TestRateLimiterWindow(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		rate      Rate
+		rate      ratelimit.Rate
 		size      time.Duration
 		allowance int
 	}{
-		{Rate{PerSecond: 200, Burst: 20}, 100 * time.Millisecond, 20},
-		{Rate{PerSecond: 200}, 100 * time.Millisecond, 20},               // default burst PerSecond/10
-		{Rate{PerSecond: 200, Burst: 100}, 500 * time.Millisecond, 100},  // a larger burst is a longer window
-		{Rate{PerSecond: 10000, Burst: 5}, 100 * time.Millisecond, 1000}, // stretched to MinDynamoWindow
-		{Rate{PerSecond: 14, Burst: 1}, 142857142 * time.Nanosecond, 2},  // whole units: 2 per 1/7 s
-		{Rate{PerSecond: 1}, time.Second, 1},                             // default burst at least 1
-		{Rate{PerSecond: 0.5, Burst: 1}, 2 * time.Second, 1},
+		{ratelimit.Rate{PerSecond: 200, Burst: 20}, 100 * time.Millisecond, 20},
+		{ratelimit.Rate{PerSecond: 200}, 100 * time.Millisecond, 20},               // default burst PerSecond/10
+		{ratelimit.Rate{PerSecond: 200, Burst: 100}, 500 * time.Millisecond, 100},  // a larger burst is a longer window
+		{ratelimit.Rate{PerSecond: 10000, Burst: 5}, 100 * time.Millisecond, 1000}, // stretched to MinRateWindow
+		{ratelimit.Rate{PerSecond: 14, Burst: 1}, 142857142 * time.Nanosecond, 2},  // whole units: 2 per 1/7 s
+		{ratelimit.Rate{PerSecond: 1}, time.Second, 1},                             // default burst at least 1
+		{ratelimit.Rate{PerSecond: 0.5, Burst: 1}, 2 * time.Second, 1},
 	}
 	for _, tt := range tests {
-		w := dynamoWindow(tt.rate)
+		w := rateWindow(tt.rate)
 		if w.allowance != tt.allowance || (w.size-tt.size).Abs() > time.Microsecond {
 			t.Errorf("%+v: window %v allowing %d, want %v allowing %d", tt.rate, w.size, w.allowance, tt.size, tt.allowance)
 		}
@@ -182,10 +183,10 @@ func TestDynamoWindow(t *testing.T) {
 	}
 }
 
-func TestDynamoUnlimitedKeysNeverCallDynamoDB(t *testing.T) {
+func TestRateLimiterUnlimitedKeysNeverCallDynamoDB(t *testing.T) {
 	t.Parallel()
 	// A nil client would panic if any of these touched DynamoDB.
-	l := NewDynamo(nil, "unused", map[string]Rate{"fcm": {PerSecond: 1}, "fcm:vip": {PerSecond: 1000}, "apns": {PerSecond: 0}}, nil)
+	l := NewRateLimiter(nil, "unused", map[string]ratelimit.Rate{"fcm": {PerSecond: 1}, "fcm:vip": {PerSecond: 1000}, "apns": {PerSecond: 0}}, nil)
 	for _, key := range []string{"ses:default", "apns:app", ""} {
 		if err := l.Wait(t.Context(), key, 1_000_000); err != nil {
 			t.Fatalf("Wait(%q): %v", key, err)
