@@ -4,18 +4,23 @@
 #
 #   scripts/asl-validate.sh FILE...   # exit 0 when every definition is valid; otherwise non-zero
 #                                     # with the validator's messages on stderr
-#   scripts/asl-validate.sh --install # install only
+#   scripts/asl-validate.sh --install # (re)install only, as package-lock.json says
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="$root/.tools/asl-validator"
 bin="$dir/node_modules/.bin/asl-validator"
 
-if [ ! -x "$bin" ]; then
+install() {
 	command -v npm >/dev/null || { echo "npm not found: asl-validator needs Node 20" >&2; exit 1; }
 	echo "==> installing asl-validator (npm ci in .tools/asl-validator)" >&2
 	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2)
+}
+
+if [ "${1:-}" = "--install" ]; then
+	install
+	exit 0
 fi
-[ "${1:-}" = "--install" ] && exit 0
+[ -x "$bin" ] || install
 [ $# -gt 0 ] || { echo "usage: $0 FILE... | --install" >&2; exit 2; }
 
 status=0

@@ -262,7 +262,9 @@ func TestMissingIntegrationIsAWiringError(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	e := env()
-	e.Fallback = func(_ context.Context, c *asl.Call) (json.RawMessage, error) { return json.RawMessage(`"` + c.Resource + `"`), nil }
+	e.Fallback = func(_ context.Context, c *asl.Call) (json.RawMessage, error) {
+		return json.RawMessage(`"` + c.Resource + `"`), nil
+	}
 	out, err := mustParse(t, def).Run(context.Background(), nil, e)
 	if err != nil {
 		t.Fatal(err)

@@ -59,3 +59,11 @@ func matches(errorEquals []string, name string) bool {
 		return e == name || e == ErrAll || (e == ErrTaskFailed && name != ErrTimeout)
 	})
 }
+
+// LambdaFunctionError is the task error of a Lambda function that returned an error, as Step
+// Functions reports it: the function's errorType names the error, and the cause is the
+// function's error object as JSON.
+func LambdaFunctionError(errorType, errorMessage string) *Error {
+	cause, _ := encode(map[string]any{"errorType": errorType, "errorMessage": errorMessage})
+	return &Error{Name: errorType, Cause: string(cause)}
+}
