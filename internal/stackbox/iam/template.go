@@ -425,3 +425,16 @@ func (s *Stack) RoleARNs() []string {
 	sort.Strings(out)
 	return out
 }
+
+// AssumeRole decides whether principal (a service such as "lambda.amazonaws.com", or a role)
+// may assume the role, by the role's trust policy; ctx holds condition keys
+// (aws:SourceAccount, aws:SourceArn).
+func (s *Stack) AssumeRole(roleARN, principal string, ctx map[string]string) Decision {
+	trust, ok := s.Trust[roleARN]
+	req := Request{Principal: principal, Action: "sts:AssumeRole", Resource: roleARN, Context: ctx}
+	if !ok {
+		return Decision{Reason: fmt.Sprintf("%s has no trust policy in the template", roleARN)}
+	}
+	// A trust policy's statements name no Resource: they apply to the role itself.
+	return Evaluate(req, nil, []Policy{trust})
+}
