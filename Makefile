@@ -21,7 +21,7 @@ test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS ada
 	@$(MAKE) --no-print-directory tools
 	@set -e; ep=$$(scripts/dynamodb-local.sh start); trap 'scripts/dynamodb-local.sh stop' EXIT; \
 	echo "==> go test (DynamoDB Local at $$ep; builds the herald and function binaries for the end-to-end and emulator tests)"; \
-	HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) $(GO) test -count=1 -timeout 30m ./...
+	HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) HERALD_ASL_VALIDATOR=$(ASL_VALIDATE) $(GO) test -count=1 -timeout 30m ./...
 	@echo "==> CDK assertion tests and cdk-nag (infra/, its own module)"
 	@$(MAKE) --no-print-directory test-infra
 
@@ -42,7 +42,15 @@ bench: build tools ## print figures: pipeline vs raw SDK throughput, a campaign 
 RIE         := $(CURDIR)/.tools/bin/aws-lambda-rie
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 
-tools: $(RIE) ## install the test tools the project pins (aws-lambda-rie)
+# asl-validator, pinned in .tools/asl-validator (npm), run through scripts/asl-validate.sh.
+ASL_VALIDATE  := $(CURDIR)/scripts/asl-validate.sh
+ASL_VALIDATOR := .tools/asl-validator/node_modules/.bin/asl-validator
+
+tools: $(RIE) $(ASL_VALIDATOR) ## install the test tools the project pins (aws-lambda-rie, asl-validator)
+
+$(ASL_VALIDATOR): .tools/asl-validator/package.json .tools/asl-validator/package-lock.json
+	$(ASL_VALIDATE) --install
+	@touch $@
 
 $(RIE):
 	@echo "==> installing aws-lambda-rie $(RIE_VERSION) into .tools/bin"
