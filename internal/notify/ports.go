@@ -35,6 +35,8 @@ type NotificationStore interface {
 	// SetChunksTotal records how many prepare chunks the notification was split into. It is
 	// idempotent: setting the same value again is a no-op.
 	SetChunksTotal(ctx context.Context, id string, chunks int) error
+	// ScheduledLister pages the SCHEDULED notifications (see its contract in reserved.go).
+	ScheduledLister
 }
 
 // DeliveryStore keeps per-delivery state and the notification counters derived from it. Counter
