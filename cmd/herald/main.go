@@ -14,6 +14,7 @@ Usage:
   herald send  [--api URL] [--key KEY] --to user:ID|email:ADDR|phone:E164|fcm:TOKEN|apns:TOKEN[,…]
                [--channels push,inbox] [--title T] --body B [--idempotency-key K] [--wait]
   herald dlq   [show QUEUE | redrive QUEUE]      queue depths, dead letters (masked), redrive
+  herald schedules rearm [--api URL] [--sigv4]    arm every reserved send's schedule again from the tables
   herald campaign create [--app default | --lists L1,L2] [--title T] --body B [--send-at RFC3339] [--max-rate N]
   herald campaign watch ID                        live progress until the campaign ends
   herald audience upload LIST FILE                append a file of user ids (one per line, or CSV) to a list
@@ -39,6 +40,8 @@ func main() {
 		err = runBench(os.Args[2:])
 	case "dlq":
 		err = runDLQ(os.Args[2:])
+	case "schedules":
+		err = runSchedules(os.Args[2:])
 	case "campaign":
 		err = runCampaign(os.Args[2:])
 	case "audience":
