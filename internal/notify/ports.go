@@ -304,9 +304,12 @@ type Cipher interface {
 }
 
 // Scheduler arms one-time fires of reserved sends (EventBridge Scheduler in AWS, a durable loop
-// locally). A fire puts FireMessage{Fire: id} on queue; the stored notification stays the truth.
+// locally). A fire puts FireMessage{Fire: id, At: ReservedTime(at)} on queue; the stored
+// notification or campaign stays the truth (JudgeFire).
 type Scheduler interface {
-	// Schedule arms a one-time fire of id at `at` onto queue, replacing any earlier one for id.
+	// Schedule arms a one-time fire of id at `at` onto queue, replacing any earlier one for id:
+	// arming the same id and time again changes nothing, which makes re-arming from the tables
+	// idempotent.
 	Schedule(ctx context.Context, id, queue string, at time.Time) error
 	// Unschedule disarms id's fire; no error if there is none.
 	Unschedule(ctx context.Context, id string) error
