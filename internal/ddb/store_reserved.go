@@ -31,6 +31,10 @@ var (
 // the table is; the caller pages on.
 const scanPagesPerCall = 4
 
+// scanItemsPerRequest is the Limit of each of those Scan requests (0: DynamoDB's 1 MB page);
+// a (non-parallel) test lowers it to cross page and call boundaries with a few items.
+var scanItemsPerRequest int32
+
 // RescheduleNotification implements notify.Rescheduler.
 func (s *Store) RescheduleNotification(ctx context.Context, id string, at time.Time) error {
 	return s.moveScheduled(ctx, "reschedule notification "+id, id, at, notify.StatusScheduled)
@@ -107,6 +111,7 @@ func (s *Store) ListScheduledNotifications(ctx context.Context, cursor string, l
 			ExpressionAttributeNames:  e.nameMap(),
 			ExpressionAttributeValues: e.valueMap(),
 			ExclusiveStartKey:         start,
+			Limit:                     limitOrNil(scanItemsPerRequest),
 		})
 		if err != nil {
 			return nil, "", wrapErr(op, err)
@@ -229,4 +234,11 @@ func (s *Store) ListReservedCampaigns(ctx context.Context, cursor string, limit 
 		}
 	}
 	return out, next, nil
+}
+
+func limitOrNil(n int32) *int32 {
+	if n <= 0 {
+		return nil
+	}
+	return aws.Int32(n)
 }
