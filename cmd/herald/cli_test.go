@@ -29,6 +29,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"audience"}, []string{"audience upload", "audience show"}},
 		{[]string{"audience", "upload"}, []string{"-api", "-key", "LIST FILE"}},
 		{[]string{"audience", "show"}, []string{"-api", "-key", "LIST"}},
+		{[]string{"schedules"}, []string{"schedules rearm"}},
+		{[]string{"schedules", "rearm"}, []string{"-api", "-key", "-sigv4", "-limit"}},
 		{[]string{"bench"}, []string{"-recipients", "-per-notification", "-raw-batches", "-send-workers", "-cpuprofile", "bench campaign"}},
 		{[]string{"bench", "campaign"}, []string{"-devices", "-probe-rate", "-idle-probes", "-max-probes", "-timeout"}},
 	} {

@@ -16,6 +16,7 @@ Usage:
   herald send  --to user:ID|email:ADDR|phone:E164|fcm:TOKEN|apns:TOKEN[,…]
                [--channels push,inbox] [--title T] --body B [--idempotency-key K] [--wait]
   herald dlq   [show QUEUE [--json] | redrive QUEUE]   queue depths, dead letters (masked), redrive
+  herald schedules rearm [--sigv4]                 arm every reserved send's schedule again from the tables
   herald campaign create [--app default | --lists L1,L2] [--title T] --body B [--send-at RFC3339] [--max-rate N]
   herald campaign watch ID                        progress until the campaign ends
   herald audience upload LIST FILE                append a file of user ids (one per line, or CSV) to a list
@@ -33,12 +34,13 @@ Run "herald <command> -h" for a command's flags.
 `
 
 var commands = map[string]command{
-	"dev":      runDev,
-	"send":     runSend,
-	"dlq":      runDLQ,
-	"campaign": runCampaign,
-	"audience": runAudience,
-	"bench":    runBench,
+	"dev":       runDev,
+	"send":      runSend,
+	"dlq":       runDLQ,
+	"campaign":  runCampaign,
+	"audience":  runAudience,
+	"schedules": runSchedules,
+	"bench":     runBench,
 }
 
 func main() {

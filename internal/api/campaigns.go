@@ -183,7 +183,7 @@ func (req *campaignRequest) campaign(service string, now time.Time) (*notify.Cam
 		}
 	}
 	if req.SendAt != nil && req.SendAt.After(now) {
-		at := req.SendAt.UTC()
+		at := notify.ReservedTime(*req.SendAt) // whole seconds, as the schedule keeps it
 		c.SendAt = &at
 		c.State = notify.CampaignScheduled
 	}
@@ -281,7 +281,7 @@ func (s *server) rescheduleCampaign(w http.ResponseWriter, r *http.Request) erro
 	if _, err := s.ownCampaign(r, id); err != nil {
 		return err
 	}
-	if err := s.campaigns.Reschedule(r.Context(), id, req.SendAt.UTC()); err != nil {
+	if err := s.campaigns.Reschedule(r.Context(), id, notify.ReservedTime(*req.SendAt)); err != nil {
 		return err
 	}
 	c, err := s.ownCampaign(r, id)

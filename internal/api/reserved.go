@@ -81,7 +81,7 @@ func (s *server) rescheduleNotification(w http.ResponseWriter, r *http.Request) 
 	if n.Status != notify.StatusScheduled {
 		return notify.Errorf(notify.ECONFLICT, "notification %s is %s, no longer SCHEDULED; it can't be rescheduled", id, n.Status)
 	}
-	at := req.SendAt.UTC()
+	at := notify.ReservedTime(*req.SendAt) // whole seconds, as the schedule keeps it
 	if err := s.scheduler.Schedule(ctx, id, notify.IngestQueue(n.Service), at); err != nil {
 		return fmt.Errorf("re-arm %s: %w", id, err)
 	}

@@ -75,9 +75,15 @@ func TestFunctionsOnAWSAdapters(t *testing.T) {
 		t.Fatalf("status = %s (%+v), want SENT", n.Status, n.Stats)
 	}
 
-	// A schedule's fire for a notification that is not SCHEDULED does nothing.
-	if r := awsenvtest.Invoke[events.SQSEventResponse](t, ingest, w.EnqueueFixture("ingest/sqs-scheduler-fire.json")); len(r.BatchItemFailures) != 0 {
-		t.Fatalf("fire failures: %v", awsenvtest.FailedIDs(r))
+	// A fire naming no notification or campaign of this service is refused: dead-lettered at
+	// once with its reason.
+	if r := awsenvtest.Invoke[events.SQSEventResponse](t, ingest, w.EnqueueFixture("ingest/sqs-scheduler-fire.json")); len(r.BatchItemFailures) != 1 {
+		t.Fatalf("fire failures: %v, want the fire for an unknown notification", awsenvtest.FailedIDs(r))
+	}
+	if dl := w.Receive("ingest-demo-dlq", 1); len(dl.Records) != 1 ||
+		dl.Records[0].MessageAttributes[pipeline.AttrErrorCode].StringValue == nil ||
+		*dl.Records[0].MessageAttributes[pipeline.AttrErrorCode].StringValue != notify.ENOTFOUND {
+		t.Fatalf("ingest-demo-dlq: %+v, want the fire with code %s", dl.Records, notify.ENOTFOUND)
 	}
 
 	// api: without a key 401; with one 202.

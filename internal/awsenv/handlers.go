@@ -11,6 +11,7 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"herald/internal/api"
+	"herald/internal/campaign"
 	"herald/internal/notify"
 	"herald/internal/pipeline"
 	"herald/internal/sqs"
@@ -68,6 +69,10 @@ func (e *Env) IngestStage(queue string) pipeline.Handler {
 	}
 	return e.Pipeline.Ingest(service, e.Scheduler)
 }
+
+// The campaigns the API is given in AWS wait for their fires, so POST /v1/admin/schedules/rearm
+// re-arms them with the notifications (the scheduler is e.Scheduler for both).
+var _ api.CampaignRearmer = (*campaign.Control)(nil)
 
 // APIHandler serves the HTTP API behind API Gateway (HTTP API, payload format 2.0); campaigns
 // serves /v1/campaigns (nil: 501, as without a campaign state machine).

@@ -171,11 +171,15 @@ func (x *Control) Resume(ctx context.Context, id string) error {
 }
 
 // FireCampaign handles a reserved send's fire for campaign id (internal/pipeline's
-// IngestWithCampaigns): a campaign still waiting to run gets its first run. It reports
-// campaign=false when id is not a campaign, so ingest treats the fire as a notification's. A
-// fire for a paused, ended or rescheduled campaign does nothing; a repeated fire starts nothing
-// new (generation 0 already exists).
-func (x *Control) FireCampaign(ctx context.Context, f notify.FireMessage) (campaign bool, err error) {
+// IngestWithCampaigns), arriving on service's ingest queue: a campaign still waiting to run gets
+// its first run. It reports campaign=false when id is not a campaign, so ingest treats the fire
+// as a notification's; a campaign of another service is EFORBIDDEN. A fire armed for a send_at
+// the campaign no longer has (a PATCH re-armed it) is stale and does nothing; one armed for the
+// stored send_at starts the campaign even before or long after it (an operator moved the
+// schedule in the console): the campaign moves to RUNNING with send_at set to the fire's time in
+// one write, so CheckWindow does not wait for the old time. A fire for a paused or ended
+// campaign does nothing; a repeated fire starts nothing new (generation 0 already exists).
+func (x *Control) FireCampaign(ctx context.Context, service string, f notify.FireMessage) (campaign bool, err error) {
 	c, err := x.Steps.d.Campaigns.GetCampaign(ctx, f.Fire)
 	if notify.IsCode(err, notify.ENOTFOUND) {
 		return false, nil
@@ -183,13 +187,38 @@ func (x *Control) FireCampaign(ctx context.Context, f notify.FireMessage) (campa
 	if err != nil {
 		return true, fmt.Errorf("fire campaign %s: %w", f.Fire, err)
 	}
+	if c.Service != service {
+		return true, notify.Errorf(notify.EFORBIDDEN, "fire for campaign %s arrived on the ingest queue of %s, but it is another service's", c.ID, service)
+	}
 	log := x.Steps.d.Logger
 	now := x.Steps.d.Clock.Now()
-	switch {
-	case f.At != nil && c.SendAt != nil && !c.SendAt.Equal(*f.At) && c.SendAt.After(now):
-		log.InfoContext(ctx, "stale campaign fire ignored", "campaign_id", c.ID, "armed_for", *f.At, "send_at", *c.SendAt)
-		return true, nil
-	case c.State.Final() || c.State == notify.CampaignPaused:
+	if c.State == notify.CampaignScheduled {
+		var armedFor time.Time
+		if f.At != nil {
+			armedFor = *f.At
+		}
+		v := notify.JudgeFire(armedFor, c.SendAt, now)
+		if v.Stale {
+			log.InfoContext(ctx, "stale campaign fire ignored", "campaign_id", c.ID, "armed_for", armedFor, "send_at", c.SendAt)
+			return true, nil
+		}
+		if v.SendAt != nil {
+			err := x.Steps.d.Campaigns.SetCampaignState(ctx, c.ID, notify.CampaignTransition{
+				To: notify.CampaignRunning, SendAt: v.SendAt, At: now}, notify.CampaignScheduled)
+			if err != nil && !notify.IsCode(err, notify.ECONFLICT) {
+				return true, fmt.Errorf("fire campaign %s: %w", c.ID, err)
+			}
+			if err != nil { // canceled, paused or started meanwhile: decide on what it is now
+				if c, err = x.Steps.d.Campaigns.GetCampaign(ctx, c.ID); err != nil {
+					return true, fmt.Errorf("fire campaign %s: %w", f.Fire, err)
+				}
+			} else {
+				log.InfoContext(ctx, "campaign fire came off its send_at; send_at follows", "campaign_id", c.ID,
+					"send_at_was", c.SendAt, "send_at", *v.SendAt)
+			}
+		}
+	}
+	if c.State.Final() || c.State == notify.CampaignPaused {
 		log.InfoContext(ctx, "campaign fire ignored", "campaign_id", c.ID, "state", c.State)
 		return true, nil
 	}

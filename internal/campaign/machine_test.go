@@ -333,9 +333,18 @@ func TestControlStartsOnCreate(t *testing.T) {
 		t.Fatal("a campaign with a future send_at started before its fire")
 	}
 
+	// A stale fire (armed for another send_at) starts nothing.
+	stale := at.Add(-time.Minute)
+	if ok, err := ctl.FireCampaign(ctx, "marketing", notify.FireMessage{Fire: "c_later", At: &stale}); err != nil || !ok {
+		t.Fatalf("stale fire = %v, %v", ok, err)
+	}
+	if started, _, _ := x.Started(ctx, "c_later", 0); started {
+		t.Fatal("a stale fire started c_later")
+	}
 	// The fire: ingest hands it over, and generation 0 starts — once, however often it comes.
+	e.clock.Set(at)
 	for range 2 {
-		isCampaign, err := ctl.FireCampaign(ctx, notify.FireMessage{Fire: "c_later", At: &at})
+		isCampaign, err := ctl.FireCampaign(ctx, "marketing", notify.FireMessage{Fire: "c_later", At: &at})
 		if err != nil || !isCampaign {
 			t.Fatalf("FireCampaign = %v, %v; want a campaign", isCampaign, err)
 		}
@@ -343,13 +352,11 @@ func TestControlStartsOnCreate(t *testing.T) {
 	if started, running, _ := x.Started(ctx, "c_later", 0); !started || !running {
 		t.Fatal("the fire did not start c_later-g0")
 	}
-	// A stale fire (armed for another send_at) and a notification's fire start nothing.
-	stale := at.Add(-time.Minute)
-	e.clock.Set(at.Add(-2 * time.Minute))
-	if ok, err := ctl.FireCampaign(ctx, notify.FireMessage{Fire: "c_later", At: &stale}); err != nil || !ok {
-		t.Fatalf("stale fire = %v, %v", ok, err)
+	// Another service's ingest queue may not fire it, and a notification's fire is not a campaign's.
+	if ok, err := ctl.FireCampaign(ctx, "orders", notify.FireMessage{Fire: "c_later", At: &at}); !ok || !notify.IsCode(err, notify.EFORBIDDEN) {
+		t.Fatalf("fire from another service = %v, %v; want EFORBIDDEN", ok, err)
 	}
-	if ok, err := ctl.FireCampaign(ctx, notify.FireMessage{Fire: "n_not_a_campaign"}); err != nil || ok {
+	if ok, err := ctl.FireCampaign(ctx, "marketing", notify.FireMessage{Fire: "n_not_a_campaign"}); err != nil || ok {
 		t.Fatalf("fire for a notification = %v, %v; want not a campaign", ok, err)
 	}
 	if n := len(x.started()); n != 4 {
@@ -418,7 +425,7 @@ func TestControlResumeStartsTheNextGeneration(t *testing.T) {
 	if err := ctl.Cancel(ctx, "c_pause"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := ctl.FireCampaign(ctx, notify.FireMessage{Fire: "c_pause"}); err != nil || !ok {
+	if ok, err := ctl.FireCampaign(ctx, "marketing", notify.FireMessage{Fire: "c_pause"}); err != nil || !ok {
 		t.Fatalf("fire for a canceled campaign = %v, %v", ok, err)
 	}
 	if n := len(x.started()); n != 4 {
@@ -455,14 +462,14 @@ func TestControlReschedule(t *testing.T) {
 	}
 	// The old fire arrives at the old time: stale, nothing starts.
 	e.clock.Set(first)
-	if ok, err := ctl.FireCampaign(ctx, notify.FireMessage{Fire: c.ID, At: &first}); err != nil || !ok {
+	if ok, err := ctl.FireCampaign(ctx, "marketing", notify.FireMessage{Fire: c.ID, At: &first}); err != nil || !ok {
 		t.Fatalf("old fire = %v, %v", ok, err)
 	}
 	if started, _, _ := x.Started(ctx, c.ID, 0); started {
 		t.Fatal("the fire armed for the old send_at started the campaign")
 	}
 	e.clock.Set(later)
-	if _, err := ctl.FireCampaign(ctx, notify.FireMessage{Fire: c.ID, At: &later}); err != nil {
+	if _, err := ctl.FireCampaign(ctx, "marketing", notify.FireMessage{Fire: c.ID, At: &later}); err != nil {
 		t.Fatal(err)
 	}
 	if started, _, _ := x.Started(ctx, c.ID, 0); !started {

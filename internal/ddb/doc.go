@@ -148,6 +148,32 @@
 // inbox writes that fall through to a broadcast also read the user's visible broadcasts (see
 // the inbox table above for what that costs).
 //
+// # Reserved sends
+//
+// A reserved notification's send_at lives in its doc; RescheduleNotification and FireScheduled
+// rewrite it with one UpdateItem conditioned on status = SCHEDULED and the doc as read (read
+// again if it changed), FireScheduled moving the status to ACCEPTED in the same write.
+//
+// Re-arming every schedule from the tables (after the schedule group was lost) needs the
+// SCHEDULED notifications. ListScheduledNotifications finds them with a Scan filtered on sk = N
+// and status = SCHEDULED rather than a sparse GSI on status, because:
+//
+//   - it is an operator's recovery step, run after a stack replacement, not a request path: a
+//     GSI would be written on every reserved send and on every status change out of SCHEDULED
+//     (each transition would have to REMOVE the sparse key), forever, to serve a read that
+//     should almost never happen;
+//   - a scan sees every SCHEDULED notification, including those written before the listing
+//     existed, where a new index would need a backfill of the items it missed — and the table
+//     being scanned is the truth, not an eventually consistent copy of it;
+//   - no attribute has to be kept in step with the status by every writer.
+//
+// The price is that a listing reads the whole table once: about table size / 8 KB RCU
+// (eventually consistent), e.g. ~130,000 RCU for 1 GB. Each call does at most 4 Scan requests
+// (4 MB) and hands back a cursor, so an API call stays short however large the table is, and
+// `herald schedules rearm` pages until the end. Reserved campaigns come from the campaign
+// listing partition (pk CAMPAIGNS, filtered on state), then one BatchGetItem of those
+// campaigns.
+//
 // # Errors
 //
 // Failures cross the port as *notify.Error: lost conditions are ECONFLICT (or the ENOTFOUND

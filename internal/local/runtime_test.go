@@ -396,7 +396,8 @@ func TestReservedSendFiresOnce(t *testing.T) {
 		t.Fatalf("status = %s", st.Status)
 	}
 	// A stray second fire (a redelivered schedule) does nothing.
-	body, _ := json.Marshal(notify.FireMessage{Fire: acc.ID})
+	armed := notify.ReservedTime(at)
+	body, _ := json.Marshal(notify.FireMessage{Fire: acc.ID, At: &armed})
 	if err := e.rt.Queue.Send(context.Background(), notify.IngestQueue("demo"), notify.OutMessage{Body: body}); err != nil {
 		t.Fatal(err)
 	}

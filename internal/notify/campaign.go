@@ -279,6 +279,8 @@ type CampaignStore interface {
 	// AppendAudienceList appends user ids to the uploaded list listID (created on first use),
 	// giving them increasing sequence numbers after any already there, and returns the last one.
 	AppendAudienceList(ctx context.Context, listID string, userIDs []string) (lastSeq int64, err error)
+	// ReservedCampaignLister pages the SCHEDULED campaigns (see its contract in reserved.go).
+	ReservedCampaignLister
 }
 
 // Member is one entry of an audience source, in the order paging returns it.

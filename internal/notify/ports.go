@@ -35,6 +35,8 @@ type NotificationStore interface {
 	// SetChunksTotal records how many prepare chunks the notification was split into. It is
 	// idempotent: setting the same value again is a no-op.
 	SetChunksTotal(ctx context.Context, id string, chunks int) error
+	// ScheduledLister pages the SCHEDULED notifications (see its contract in reserved.go).
+	ScheduledLister
 }
 
 // DeliveryStore keeps per-delivery state and the notification counters derived from it. Counter
@@ -302,9 +304,12 @@ type Cipher interface {
 }
 
 // Scheduler arms one-time fires of reserved sends (EventBridge Scheduler in AWS, a durable loop
-// locally). A fire puts FireMessage{Fire: id} on queue; the stored notification stays the truth.
+// locally). A fire puts FireMessage{Fire: id, At: ReservedTime(at)} on queue; the stored
+// notification or campaign stays the truth (JudgeFire).
 type Scheduler interface {
-	// Schedule arms a one-time fire of id at `at` onto queue, replacing any earlier one for id.
+	// Schedule arms a one-time fire of id at `at` onto queue, replacing any earlier one for id:
+	// arming the same id and time again changes nothing, which makes re-arming from the tables
+	// idempotent.
 	Schedule(ctx context.Context, id, queue string, at time.Time) error
 	// Unschedule disarms id's fire; no error if there is none.
 	Unschedule(ctx context.Context, id string) error

@@ -30,18 +30,20 @@ func Laned(stage string) bool {
 	return stage == StagePrepare || stage == StageSend || stage == StageRecord
 }
 
-// Ingest queue bodies are either a SendRequest, or a fire message {"fire": "<notification id>"}
-// sent by a schedule when a reserved send is due.
+// Ingest queue bodies are either a SendRequest, or a fire message {"fire": "<id>", "at":
+// "<send_at>"} sent by a schedule when a reserved send is due.
 
 // AttrNotificationID is the message attribute with which the HTTP API hands ingest the id it
 // already returned to the caller (for requests without an idempotency key).
 const AttrNotificationID = "herald-notification-id"
 
 // FireMessage is the body a schedule puts on an ingest queue: the id, and the send_at the
-// schedule was armed for. The stored notification is the truth: a fire armed for a send_at the
-// notification no longer has (it was rescheduled through the API, which armed a new fire) is
-// stale and ignored, while a schedule whose time was edited in the console still carries the
-// stored send_at and is honoured.
+// schedule was armed for (in whole seconds, ReservedTime). The stored notification or campaign
+// is the truth: a fire armed for a send_at it no longer has (it was rescheduled through the API,
+// which armed a new fire) is stale and ignored, while a schedule whose time was edited in the
+// console still carries the stored send_at and is honoured, the stored send_at following the
+// fire (JudgeFire). Ingest refuses — dead-letters — a fire without At, or naming a send of
+// another service than the queue's, or none.
 type FireMessage struct {
 	Fire string     `json:"fire"`
 	At   *time.Time `json:"at,omitempty"`

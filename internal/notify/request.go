@@ -227,7 +227,7 @@ func (r *SendRequest) Notification(id, service string, now time.Time) *Notificat
 		CollapseID:     r.CollapseID,
 		Priority:       r.Priority,
 		TTL:            time.Duration(r.TTLSeconds) * time.Second,
-		SendAt:         r.SendAt,
+		SendAt:         ReservedTimePtr(r.SendAt), // whole seconds, as the schedule keeps it
 		Lane:           LaneRealtime,
 		Status:         StatusAccepted,
 		CreatedAt:      now,

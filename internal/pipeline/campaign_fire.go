@@ -14,8 +14,10 @@ import (
 type CampaignFirer interface {
 	// FireCampaign starts campaign f.Fire's run if it is a campaign waiting for it, and reports
 	// whether f.Fire is a campaign at all; false: the fire is a notification's. Idempotent: a
-	// redelivered fire starts nothing new.
-	FireCampaign(ctx context.Context, f notify.FireMessage) (campaign bool, err error)
+	// redelivered fire starts nothing new. A campaign of another service than the one whose
+	// ingest queue the fire came from is EFORBIDDEN (permanent: the message is dead-lettered).
+	// f.At is set (ingest refuses a fire without it first).
+	FireCampaign(ctx context.Context, service string, f notify.FireMessage) (campaign bool, err error)
 }
 
 // IngestWithCampaigns is Ingest for a runtime whose campaigns start on their fire: a fire for a
@@ -28,7 +30,10 @@ func (p *Pipeline) IngestWithCampaigns(service string, scheduler notify.Schedule
 	return func(ctx context.Context, msgs []notify.Message) []ItemFailure {
 		return each(ctx, msgs, func(ctx context.Context, m notify.Message) error {
 			if f, ok := fireOf(m.Body); ok {
-				if isCampaign, err := campaigns.FireCampaign(ctx, f); isCampaign || err != nil {
+				if err := checkFire(f); err != nil {
+					return err
+				}
+				if isCampaign, err := campaigns.FireCampaign(ctx, service, f); isCampaign || err != nil {
 					return err
 				}
 			}

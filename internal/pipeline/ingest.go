@@ -30,7 +30,7 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 	if bytes.Contains(m.Body, []byte(`"fire"`)) {
 		var f notify.FireMessage
 		if err := json.Unmarshal(m.Body, &f); err == nil && f.Fire != "" {
-			return p.fire(ctx, f)
+			return p.fire(ctx, service, f)
 		}
 	}
 	var req notify.SendRequest
@@ -75,40 +75,6 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 	case notify.StatusAccepted:
 		return p.fanOut(ctx, stored)
 	default: // already fanned out, finished or canceled: the first delivery of this message did the work
-		return nil
-	}
-}
-
-// fire handles a schedule's fire: only a notification still SCHEDULED is sent, so a fire after a
-// cancel, or a second fire, does nothing.
-func (p *Pipeline) fire(ctx context.Context, f notify.FireMessage) error {
-	id := f.Fire
-	n, err := p.store.GetNotification(ctx, id)
-	if notify.IsCode(err, notify.ENOTFOUND) {
-		p.log.WarnContext(ctx, "fire for unknown notification ignored", "notification_id", id)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("fire %s: %w", id, err)
-	}
-	if f.At != nil && n.SendAt != nil && !n.SendAt.Equal(*f.At) && n.SendAt.After(p.clock.Now()) {
-		// Armed for a send_at the notification no longer has: it was rescheduled, and the fire
-		// armed for the new time will come.
-		p.log.InfoContext(ctx, "stale fire ignored", "notification_id", id, "armed_for", *f.At, "send_at", *n.SendAt)
-		return nil
-	}
-	switch n.Status {
-	case notify.StatusScheduled:
-		err := p.store.SetNotificationStatus(ctx, id, notify.StatusAccepted, notify.StatusScheduled)
-		if err != nil && !notify.IsCode(err, notify.ECONFLICT) {
-			return fmt.Errorf("fire %s: %w", id, err)
-		}
-		n.Status = notify.StatusAccepted
-		return p.fanOut(ctx, n)
-	case notify.StatusAccepted:
-		return p.fanOut(ctx, n) // a fire redelivered after a crash mid-fan-out
-	default:
-		p.log.InfoContext(ctx, "fire ignored", "notification_id", id, "status", n.Status)
 		return nil
 	}
 }

@@ -111,10 +111,12 @@ func repeatedWallTime(t time.Time, loc *time.Location) bool {
 	return false
 }
 
-// createScheduleInput is the whole definition of id's one-time schedule firing at `at` onto
-// queue. It is pure; UpdateSchedule is sent the same definition (UpdateSchedule replaces every
+// createScheduleInput is the whole definition of id's one-time schedule firing at fireAt onto
+// queue, with a fire message naming armedFor — the send_at it is armed for, as the store keeps
+// it (notify.ReservedTime), not the time it fires, which MinLead may have moved: ingest compares
+// the two exactly to tell a current fire from a superseded one. It is pure; UpdateSchedule is sent the same definition (UpdateSchedule replaces every
 // field, so a partial update would silently drop the target, retry policy or DLQ).
-func createScheduleInput(cfg Config, loc *time.Location, id, queue string, at time.Time) (*scheduler.CreateScheduleInput, error) {
+func createScheduleInput(cfg Config, loc *time.Location, id, queue string, armedFor, fireAt time.Time) (*scheduler.CreateScheduleInput, error) {
 	if id == "" {
 		return nil, notify.FieldError("id", "a schedule needs a notification id")
 	}
@@ -122,12 +124,12 @@ func createScheduleInput(cfg Config, loc *time.Location, id, queue string, at ti
 	if !ok {
 		return nil, notify.Errorf(notify.ENOTFOUND, "scheduler: no ARN configured for queue %q", queue)
 	}
-	armedFor := at.UTC()
+	armedFor = notify.ReservedTime(armedFor)
 	input, err := json.Marshal(notify.FireMessage{Fire: id, At: &armedFor})
 	if err != nil {
 		return nil, notify.Wrap(notify.EINTERNAL, err, "scheduler: encode fire message")
 	}
-	expr, zone := atExpression(at, loc)
+	expr, zone := atExpression(fireAt, loc)
 	name := scheduleName(id)
 	return &scheduler.CreateScheduleInput{
 		Name:                       aws.String(name),

@@ -72,7 +72,7 @@ func TestCreateScheduleInput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := testConfig()
-			in, err := createScheduleInput(cfg, mustZone(t, tt.zone), tt.id, tt.queue, tt.at)
+			in, err := createScheduleInput(cfg, mustZone(t, tt.zone), tt.id, tt.queue, tt.at, tt.at)
 			if tt.wantCode != "" {
 				if !notify.IsCode(err, tt.wantCode) {
 					t.Fatalf("err = %v, want code %s", err, tt.wantCode)
@@ -118,7 +118,7 @@ func TestCreateScheduleInputRetryPolicyFromConfig(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
 	cfg.MaxRetryAttempts, cfg.MaxEventAge = 10, 2*time.Hour
-	in, err := createScheduleInput(cfg, time.UTC, "n_1", "ingest-shop", time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	in, err := createScheduleInput(cfg, time.UTC, "n_1", "ingest-shop", time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func dump(in *scheduler.CreateScheduleInput) string {
 
 func TestUpdateScheduleInputIsTheWholeDefinition(t *testing.T) {
 	t.Parallel()
-	in, err := createScheduleInput(testConfig(), time.UTC, "n_1", "ingest-shop", time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	in, err := createScheduleInput(testConfig(), time.UTC, "n_1", "ingest-shop", time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	if err != nil {
 		t.Fatal(err)
 	}

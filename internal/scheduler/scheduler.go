@@ -1,8 +1,10 @@
 // Package scheduler arms reserved sends on Amazon EventBridge Scheduler: one one-time schedule
-// per notification, whose target puts notify.FireMessage{Fire: id} on the service's ingest queue
-// and which deletes itself after it fired. The schedule carries only the id, so whatever the
-// stored notification says when it fires wins — a reschedule, a cancel, or an edit of the
-// schedule in the console. The local runtime's counterpart is sqlite.Scheduler.
+// per notification or campaign, whose target puts notify.FireMessage{Fire: id, At: send_at} on
+// the service's ingest queue and which deletes itself after it fired. The schedule carries only
+// the id and the send_at it was armed for, so whatever the stored send says when it fires wins:
+// a fire for a send_at a reschedule replaced is stale, a cancel makes it a no-op, and an edit of
+// the schedule's time in the console (which keeps the input) is honoured — the send goes out
+// then, and its stored send_at follows. The local runtime's counterpart is sqlite.Scheduler.
 package scheduler
 
 import (
@@ -129,7 +131,7 @@ func New(client *scheduler.Client, cfg Config) (*Scheduler, error) {
 // Errors: ENOTFOUND for a queue without a configured ARN (or a missing schedule group),
 // EINVALID when Scheduler rejects the definition, ETHROTTLED, EUNAVAILABLE, EAUTH.
 func (s *Scheduler) Schedule(ctx context.Context, id, queue string, at time.Time) error {
-	in, err := createScheduleInput(s.cfg, s.loc, id, queue, fireTime(at, s.cfg.Clock.Now()))
+	in, err := createScheduleInput(s.cfg, s.loc, id, queue, at, fireTime(at, s.cfg.Clock.Now()))
 	if err != nil {
 		return fmt.Errorf("schedule %s: %w", id, err)
 	}
