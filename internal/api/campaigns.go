@@ -158,8 +158,8 @@ func (req *campaignRequest) campaign(service string, now time.Time) (*notify.Cam
 		return nil, notify.FieldError("content.title", "at most %d bytes", notify.MaxTitleBytes)
 	case len(req.Content.Body) > notify.MaxBodyBytes:
 		return nil, notify.FieldError("content.body", "at most %d bytes", notify.MaxBodyBytes)
-	case len(req.IdempotencyKey) > 256:
-		return nil, notify.FieldError("idempotency_key", "at most 256 bytes")
+	case len(req.IdempotencyKey) > notify.MaxIdempotencyKey || (req.IdempotencyKey != "" && !printable.MatchString(req.IdempotencyKey)):
+		return nil, notify.FieldError("idempotency_key", "must be 1–%d printable ASCII characters without spaces", notify.MaxIdempotencyKey)
 	}
 	if req.Category == "" {
 		req.Category = notify.CategoryMarketing

@@ -334,6 +334,7 @@ func TestCampaignInputLimits(t *testing.T) {
 		{"quiet hours start = end", with("quiet_hours", map[string]any{"enabled": true, "start": "09:00", "end": "09:00"}), "quiet_hours.end"},
 		{"control in title", with("content", map[string]any{"title": "Sale\r\n", "body": "b"}), "content.title"},
 		{"control in body", with("content", map[string]any{"title": "Sale", "body": "b\x00"}), "content.body"},
+		{"control in idempotency key", with("idempotency_key", "k\r\n1"), "idempotency_key"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := e.do(t, "POST", "/v1/campaigns", ordersKey, c.body)
@@ -435,5 +436,40 @@ func TestListDevicesAndGetContacts(t *testing.T) {
 	stored, err := e.store.GetContacts(ctx, []string{"u1"})
 	if err != nil || stored["u1"].Email != "jane.doe@example.com" {
 		t.Fatalf("stored contact = %+v, %v (reading it must not change it)", stored, err)
+	}
+}
+
+// TestSlowUploadOutlivesReadTimeout: the read timeout that cuts a trickled JSON body leaves an
+// audience list upload, which may be large, the time its size needs.
+func TestSlowUploadOutlivesReadTimeout(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(e.h, ServerLimits{ReadTimeout: time.Second})
+	go func() { _ = srv.Serve(JSONErrors(ln)) }()
+	t.Cleanup(func() { srv.Close() })
+	pr, pw := io.Pipe()
+	go func() {
+		for i := range 3 {
+			time.Sleep(700 * time.Millisecond)
+			fmt.Fprintf(pw, "user-%d\n", i)
+		}
+		pw.Close()
+	}()
+	req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/v1/audience-lists/slow/members", pr)
+	req.ContentLength = int64(len("user-0\nuser-1\nuser-2\n"))
+	req.Header.Set("Authorization", "Bearer "+ordersKey)
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("upload over 2 s with a 1 s read timeout: %d %s", resp.StatusCode, body)
 	}
 }
