@@ -74,7 +74,68 @@ func decodeJSON(raw []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return notify.Errorf(notify.EINVALID, "unexpected data after the JSON object (at byte offset %d)", dec.InputOffset())
 	}
+	if path, want, ok := inexactKey(raw, reflect.TypeOf(v), ""); ok {
+		return notify.FieldError(path, "unknown field %q (keys are case-sensitive: %q)", lastKey(path), want)
+	}
 	return nil
+}
+
+// inexactKey finds an object key that names a field only by encoding/json's case-insensitive
+// match ("Title" for "title"): accepting it would let {"channels": …, "Channels": …} silently
+// keep one of the two. It returns the key's path and the field's name.
+func inexactKey(raw []byte, t reflect.Type, path string) (string, string, bool) {
+	t = deref(t)
+	if t == nil || implementsUnmarshaler(t) {
+		return "", "", false
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		members, ok := objectMembers(raw)
+		if !ok {
+			return "", "", false
+		}
+		fields := jsonFields(t)
+		for _, m := range members {
+			exact := false
+			for _, f := range fields {
+				if f.name == m.key {
+					exact = true
+					if p, want, ok := inexactKey(m.raw, f.typ, joinPath(path, m.key)); ok {
+						return p, want, true
+					}
+					break
+				}
+			}
+			if !exact {
+				for _, f := range fields {
+					if strings.EqualFold(f.name, m.key) {
+						return joinPath(path, m.key), f.name, true
+					}
+				}
+			}
+		}
+	case reflect.Map:
+		members, ok := objectMembers(raw)
+		if !ok {
+			return "", "", false
+		}
+		for _, m := range members {
+			if p, want, ok := inexactKey(m.raw, t.Elem(), joinPath(path, m.key)); ok {
+				return p, want, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		elems, ok := arrayElements(raw)
+		if !ok {
+			return "", "", false
+		}
+		for i, e := range elems {
+			if p, want, ok := inexactKey(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); ok {
+				return p, want, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 // invalidUTF8At is the offset of the first byte of raw that is not valid UTF-8.

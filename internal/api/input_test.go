@@ -75,6 +75,9 @@ func TestServerLevelErrorsAreJSON(t *testing.T) {
 	resp, body := rawResponse(t, addr, "GET /v1/users/%zz/inbox HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+ordersKey+"\r\n\r\n")
 	wantJSONError(t, resp, body, 400, notify.EINVALID)
 
+	resp, body = rawResponse(t, addr, "GET /v1/users/../notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+ordersKey+"\r\n\r\n")
+	wantJSONError(t, resp, body, 400, notify.EINVALID)
+
 	resp, body = rawResponse(t, addr, "GET /healthz HTTP/1.1\r\n\r\n") // no Host
 	if d := wantJSONError(t, resp, body, 400, notify.EINVALID); !strings.Contains(d.Message, "Host") {
 		t.Fatalf("message %q does not say what was wrong", d.Message)
@@ -163,6 +166,8 @@ func TestDecodeIsStrict(t *testing.T) {
 		{"data value a number", `{"content":{"data":{"k": 5}}}`, "content.data.k", "string"},
 		{"unknown nested field", `{"recipients":[{"user_id":"a"},{"userid":"b"}]}`, "recipients[1].userid", "unknown field"},
 		{"channels an object", `{"channels":{"push":true}}`, "channels", "array"},
+		{"key in another case", `{"channels":["push"],"Channels":["sms"],"content":{"body":"x"},"recipients":[{"user_id":"u1"}]}`, "Channels", "case-sensitive"},
+		{"nested key in another case", `{"channels":["push"],"content":{"body":"x"},"recipients":[{"user_id":"u1"},{"User_ID":"u2"}]}`, "recipients[1].User_ID", "case-sensitive"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := wantError(t, e.do(t, "POST", "/v1/notifications", ordersKey, []byte(c.body)), 400, notify.EINVALID, c.field)
