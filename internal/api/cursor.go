@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
+	"strings"
 
 	"herald/internal/notify"
 )
@@ -19,6 +20,14 @@ const (
 	cursorMACLen  = 16
 	maxCursorLen  = 2048
 )
+
+// CursorKeyFrom derives Options.CursorKey from a deployment secret (the contact encryption
+// key): every instance of the deployment derives the same key, without a second secret to
+// manage, and the secret itself is not used for two purposes.
+func CursorKeyFrom(secret string) []byte {
+	sum := sha256.Sum256([]byte("herald api cursor key\x00" + strings.TrimSpace(secret)))
+	return sum[:]
+}
 
 // defaultCursorKey is used when Options.CursorKey is empty.
 var defaultCursorKey = []byte("herald paging cursor v1")

@@ -6,7 +6,6 @@ package local
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -196,7 +195,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	r.server = api.NewServer(api.New(api.Options{
 		Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
 		Admin: r.Queue, Queues: o.Config.QueueNames(), AdminServices: o.Config.AdminServices(),
-		Scheduler: r.Scheduler, Apps: o.Config.ProviderApps(), CursorKey: cursorKey(o.Config),
+		Scheduler: r.Scheduler, Apps: o.Config.ProviderApps(), CursorKey: api.CursorKeyFrom(o.Config.Contacts.EncryptionKey),
 		// The store creates and reads campaigns; the steps pause, resume and cancel them.
 		Campaigns: struct {
 			notify.CampaignStore
@@ -329,11 +328,4 @@ func (r *Runtime) closeAll() error {
 	}
 	r.closers = nil
 	return errors.Join(errs...)
-}
-
-// cursorKey is the key of the API's paging cursors, derived from the contact encryption key so
-// that cursors survive a restart and cannot be forged without it.
-func cursorKey(c *config.Config) []byte {
-	sum := sha256.Sum256([]byte("herald api cursor key\x00" + c.Contacts.EncryptionKey))
-	return sum[:]
 }
