@@ -168,6 +168,7 @@ func joinPath(path, key string) string {
 
 // duplicateKey scans raw, one JSON value, for an object with the same key twice and returns
 // the path of the second. A syntax error ends the scan without a finding: decoding reports it.
+// (encoding/json/v2 refuses duplicates itself, but in Go 1.26 it needs GOEXPERIMENT=jsonv2.)
 func duplicateKey(raw []byte) (string, bool) {
 	type frame struct {
 		object  bool
