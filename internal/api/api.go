@@ -57,6 +57,15 @@ type Options struct {
 	AudienceLists AudienceLists
 	// MaxUploadBytes limits an audience list upload; default DefaultMaxUploadBytes.
 	MaxUploadBytes int64
+	// Apps are the provider apps configured per platform (herald.yaml's providers.fcm.apps and
+	// providers.apns.apps). A device, direct-token recipient or campaign source naming another
+	// app is refused with 400 naming the field. Nil: apps are not checked.
+	Apps map[notify.Platform][]string
+	// CursorKey authenticates the paging cursors the API hands out (next_cursor), so a cursor
+	// that was altered, or made for another list, is refused. Every instance serving the same
+	// deployment must share it. Empty: a fixed key, which still catches damaged and foreign
+	// cursors but not deliberately forged ones.
+	CursorKey []byte
 }
 
 // Principal is who a request acts as: a calling service, or an end user, who may only use
@@ -96,8 +105,10 @@ var routes = []route{
 	{Method: "POST", Path: "/v1/audience-lists/{list}/members", handle: (*server).appendAudienceList},
 	{Method: "GET", Path: "/v1/audience-lists/{list}", handle: (*server).getAudienceList},
 
+	{Method: "GET", Path: "/v1/users/{user}/devices", handle: (*server).listDevices},
 	{Method: "PUT", Path: "/v1/users/{user}/devices/{token}", handle: (*server).putDevice},
 	{Method: "DELETE", Path: "/v1/users/{user}/devices/{token}", handle: (*server).deleteDevice},
+	{Method: "GET", Path: "/v1/users/{user}/contacts", handle: (*server).getContacts},
 	{Method: "PUT", Path: "/v1/users/{user}/contacts", handle: (*server).putContacts},
 	{Method: "GET", Path: "/v1/users/{user}/preferences", handle: (*server).getPreferences},
 	{Method: "PUT", Path: "/v1/users/{user}/preferences", handle: (*server).putPreferences},
@@ -134,6 +145,8 @@ type server struct {
 	campaigns        Campaigns
 	lists            AudienceLists
 	maxUpload        int64
+	apps             map[notify.Platform][]string
+	cursorKey        []byte
 }
 
 type apiKey struct {
@@ -163,6 +176,8 @@ func New(o Options) http.Handler {
 		campaigns:        o.Campaigns,
 		lists:            o.AudienceLists,
 		maxUpload:        o.MaxUploadBytes,
+		apps:             o.Apps,
+		cursorKey:        o.CursorKey,
 	}
 	if l, ok := o.Store.(AudienceLists); ok && s.lists == nil {
 		s.lists = l
@@ -250,6 +265,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.String("service", info.service),
 			slog.Int64("bytes", sw.bytes))
 	}()
+	if s.refuseMalformed(sw, r) {
+		info.unmatched = true
+		return
+	}
 	s.mux.ServeHTTP(sw, r)
 }
 

@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	"herald/internal/audience"
 	"herald/internal/notify"
@@ -73,6 +74,13 @@ func (s *server) appendAudienceList(w http.ResponseWriter, r *http.Request) erro
 		return &notify.Error{Code: notify.ETOOLARGE, Field: "Content-Length",
 			Message: fmt.Sprintf("the list is larger than %d bytes; split it, or in AWS upload it to S3 under lists/<service>/%s", s.maxUpload, list)}
 	}
+	// The server's timeouts are sized for JSON requests (NewServer); an upload gets time for its
+	// size at a slow but steady 256 KiB/s, and its import as long again. Where deadlines cannot
+	// be moved (Lambda, a test recorder) this does nothing.
+	rc := http.NewResponseController(w)
+	allow := 30*time.Second + time.Duration(r.ContentLength/(256<<10))*time.Second
+	_ = rc.SetReadDeadline(time.Now().Add(allow))
+	_ = rc.SetWriteDeadline(time.Now().Add(2 * allow))
 	body := http.MaxBytesReader(w, r.Body, s.maxUpload)
 	res, err := audience.Import(r.Context(), body, s.lists, stored, audience.Options{})
 	if notify.IsCode(err, notify.EINVALID) {

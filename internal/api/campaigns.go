@@ -120,6 +120,9 @@ func (s *server) createCampaign(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.checkAudienceApps(c.Audience); err != nil {
+		return err
+	}
 	if err := s.scopeAudience(r, c); err != nil {
 		return err
 	}
@@ -145,6 +148,9 @@ func (s *server) createCampaign(w http.ResponseWriter, r *http.Request) error {
 // campaign validates the request and builds the campaign to store, naming the field of every
 // problem.
 func (req *campaignRequest) campaign(service string, now time.Time) (*notify.Campaign, error) {
+	if err := notify.ValidateSendAt(req.SendAt, now); err != nil {
+		return nil, err
+	}
 	switch {
 	case req.Content.Title == "" && req.Content.Body == "":
 		return nil, notify.FieldError("content.body", "a title or a body is required")
@@ -152,10 +158,8 @@ func (req *campaignRequest) campaign(service string, now time.Time) (*notify.Cam
 		return nil, notify.FieldError("content.title", "at most %d bytes", notify.MaxTitleBytes)
 	case len(req.Content.Body) > notify.MaxBodyBytes:
 		return nil, notify.FieldError("content.body", "at most %d bytes", notify.MaxBodyBytes)
-	case req.SendAt != nil && req.SendAt.After(now.Add(notify.MaxScheduleHorizon)):
-		return nil, notify.FieldError("send_at", "at most one year ahead")
-	case len(req.IdempotencyKey) > 256:
-		return nil, notify.FieldError("idempotency_key", "at most 256 bytes")
+	case len(req.IdempotencyKey) > notify.MaxIdempotencyKey || (req.IdempotencyKey != "" && !printable.MatchString(req.IdempotencyKey)):
+		return nil, notify.FieldError("idempotency_key", "must be 1–%d printable ASCII characters without spaces", notify.MaxIdempotencyKey)
 	}
 	if req.Category == "" {
 		req.Category = notify.CategoryMarketing

@@ -23,11 +23,12 @@ func (s *server) listInbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	cursor, err := queryCursor(r)
+	user := r.PathValue("user")
+	cursor, err := s.queryCursor(r, "inbox", user)
 	if err != nil {
 		return err
 	}
-	items, next, err := s.store.ListInbox(r.Context(), r.PathValue("user"), cursor, limit, s.clock.Now())
+	items, next, err := s.store.ListInbox(r.Context(), user, cursor, limit, s.clock.Now())
 	if err != nil {
 		return fmt.Errorf("list inbox: %w", err)
 	}
@@ -39,7 +40,7 @@ func (s *server) listInbox(w http.ResponseWriter, r *http.Request) error {
 		items[i].ReadAt = utcPtr(items[i].ReadAt)
 		items[i].ExpiresAt = utcPtr(items[i].ExpiresAt)
 	}
-	writeJSON(w, http.StatusOK, inboxPage{Items: items, NextCursor: next})
+	writeJSON(w, http.StatusOK, inboxPage{Items: items, NextCursor: s.sealCursor("inbox", user, next)})
 	return nil
 }
 

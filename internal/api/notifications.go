@@ -35,6 +35,9 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 	if err := req.Validate(now); err != nil {
 		return err
 	}
+	if err := s.checkRecipientApps(req.Recipients); err != nil {
+		return err
+	}
 	id := notify.NotificationIDFor(service, req.IdempotencyKey, now)
 	w.Header().Set("Location", "/v1/notifications/"+url.PathEscape(id))
 
@@ -132,7 +135,7 @@ func (s *server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	cursor, err := queryCursor(r)
+	cursor, err := s.queryCursor(r, "deliveries", id)
 	if err != nil {
 		return err
 	}
@@ -160,7 +163,7 @@ func (s *server) getNotification(w http.ResponseWriter, r *http.Request) error {
 		SendAt:         utcPtr(n.SendAt),
 		Stats:          statsView(n),
 		Deliveries:     make([]deliveryView, 0, len(ds)),
-		NextCursor:     next,
+		NextCursor:     s.sealCursor("deliveries", id, next),
 	}
 	if v.Channels == nil {
 		v.Channels = []notify.Channel{}

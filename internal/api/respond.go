@@ -3,8 +3,6 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -42,6 +40,8 @@ func statusFor(code string) int {
 		return http.StatusConflict
 	case notify.ETOOLARGE:
 		return http.StatusRequestEntityTooLarge
+	case codeRequestTimeout:
+		return http.StatusRequestTimeout
 	default:
 		return http.StatusInternalServerError
 	}
@@ -79,74 +79,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
-}
-
-// decode reads the request body as exactly one JSON value into v, strictly: unknown fields,
-// wrong types, trailing data and bodies over the limit are errors naming what was wrong.
-func (s *server) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, s.maxBody)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err, s.maxBody)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return decodeError(err, s.maxBody)
-		}
-		return notify.Errorf(notify.EINVALID, "unexpected data after the JSON object (at byte offset %d)", dec.InputOffset())
-	}
-	return nil
-}
-
-// decodeSendAt is decode for a request whose only time is send_at: a malformed time names
-// that field (encoding/json does not say which field held it).
-func (s *server) decodeSendAt(w http.ResponseWriter, r *http.Request, v any) error {
-	err := s.decode(w, r, v)
-	var (
-		tp *time.ParseError
-		e  *notify.Error
-	)
-	if errors.As(err, &tp) && errors.As(err, &e) {
-		e.Field = "send_at"
-	}
-	return err
-}
-
-// decodeError translates an encoding/json error into a caller-facing *notify.Error.
-func decodeError(err error, limit int64) error {
-	var (
-		tooBig    *http.MaxBytesError
-		syntax    *json.SyntaxError
-		typ       *json.UnmarshalTypeError
-		timeParse *time.ParseError
-	)
-	switch {
-	case errors.As(err, &tooBig):
-		return &notify.Error{Code: notify.ETOOLARGE, Message: fmt.Sprintf("request body is larger than %d bytes", limit)}
-	case errors.Is(err, io.EOF):
-		return notify.Errorf(notify.EINVALID, "request body is empty; send a JSON object")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return notify.Errorf(notify.EINVALID, "malformed JSON: the body ends in the middle of a value")
-	case errors.As(err, &syntax):
-		return notify.Errorf(notify.EINVALID, "malformed JSON at byte offset %d: %s", syntax.Offset, syntax.Error())
-	case errors.As(err, &typ):
-		if typ.Field == "" {
-			return notify.Errorf(notify.EINVALID, "the body must be %s, not %s", jsonKind(typ.Type), typ.Value)
-		}
-		return notify.FieldError(typ.Field, "must be %s, not %s", jsonKind(typ.Type), typ.Value)
-	case errors.As(err, &timeParse):
-		// encoding/json does not say which field held the time; callers that know set Field.
-		return &notify.Error{Code: notify.EINVALID, Err: timeParse,
-			Message: fmt.Sprintf("a time is not in RFC 3339 format (e.g. 2026-05-01T10:00:00+09:00): %q", timeParse.Value)}
-	}
-	// encoding/json reports unknown fields only as text: `json: unknown field "x"`.
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name, _ = strconv.Unquote(name)
-		return notify.FieldError(name, "unknown field %q", name)
-	}
-	return notify.Errorf(notify.EINVALID, "malformed JSON: %s", err.Error())
 }
 
 // jsonKind names the JSON type a Go type is decoded from.
@@ -220,15 +152,6 @@ func queryLimit(r *http.Request, def, max int) (int, error) {
 		return 0, notify.FieldError("limit", "must be an integer between 1 and %d", max)
 	}
 	return n, nil
-}
-
-// queryCursor returns ?cursor=, an opaque value from an earlier next_cursor.
-func queryCursor(r *http.Request) (string, error) {
-	c := r.URL.Query().Get("cursor")
-	if len(c) > 2048 {
-		return "", notify.FieldError("cursor", "too long; pass back the next_cursor of the previous page unchanged")
-	}
-	return c, nil
 }
 
 // utc renders times in UTC, whatever zone the clock or store returned them in.

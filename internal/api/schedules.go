@@ -46,7 +46,7 @@ func (s *server) rearmSchedules(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	cursor, err := queryCursor(r)
+	cursor, err := s.queryCursor(r, "rearm", "")
 	if err != nil {
 		return err
 	}
@@ -91,6 +91,7 @@ func (s *server) rearmSchedules(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.log.InfoContext(ctx, "schedules re-armed", "notifications", out.Notifications, "campaigns", out.Campaigns,
 		"more", out.NextCursor != "", "by", serviceOf(r))
+	out.NextCursor = s.sealCursor("rearm", "", out.NextCursor)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -36,6 +36,9 @@ func (s *server) putDevice(w http.ResponseWriter, r *http.Request) error {
 	if len(b.App) > 128 || !printable.MatchString(b.App) {
 		return notify.FieldError("app", "must be 1–128 printable ASCII characters without spaces")
 	}
+	if err := s.checkApp("app", b.Platform, b.App); err != nil {
+		return err
+	}
 	switch b.Environment {
 	case "":
 		b.Environment = "production"
@@ -62,6 +65,33 @@ func (s *server) putDevice(w http.ResponseWriter, r *http.Request) error {
 	d.Token = notify.MaskToken(d.Token)
 	d.UpdatedAt = utc(d.UpdatedAt)
 	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+// devicesView is GET /v1/users/{user}/devices.
+type devicesView struct {
+	UserID  string          `json:"user_id"`
+	Devices []notify.Device `json:"devices"`
+}
+
+// listDevices lists a user's devices, oldest registration first, each token masked as
+// everywhere else the API shows one.
+func (s *server) listDevices(w http.ResponseWriter, r *http.Request) error {
+	user := r.PathValue("user")
+	got, err := s.store.ListDevices(r.Context(), []string{user})
+	if err != nil {
+		return fmt.Errorf("list devices: %w", err)
+	}
+	ds := slices.Clone(got[user])
+	slices.SortStableFunc(ds, func(a, b notify.Device) int { return a.UpdatedAt.Compare(b.UpdatedAt) })
+	for i := range ds {
+		ds[i].Token = notify.MaskToken(ds[i].Token)
+		ds[i].UpdatedAt = utc(ds[i].UpdatedAt)
+	}
+	if ds == nil {
+		ds = []notify.Device{}
+	}
+	writeJSON(w, http.StatusOK, devicesView{UserID: user, Devices: ds})
 	return nil
 }
 
@@ -114,6 +144,28 @@ func (s *server) putContacts(w http.ResponseWriter, r *http.Request) error {
 	if err := s.store.PutContact(r.Context(), c); err != nil {
 		return fmt.Errorf("put contact: %w", err)
 	}
+	writeJSON(w, http.StatusOK, maskedContact(c))
+	return nil
+}
+
+// getContacts returns a user's contact with the email and phone masked: the API never shows a
+// stored address in full.
+func (s *server) getContacts(w http.ResponseWriter, r *http.Request) error {
+	user := r.PathValue("user")
+	got, err := s.store.GetContacts(r.Context(), []string{user})
+	if err != nil {
+		return fmt.Errorf("get contacts: %w", err)
+	}
+	c, ok := got[user]
+	if !ok {
+		return notify.Errorf(notify.ENOTFOUND, "no contact registered for this user")
+	}
+	writeJSON(w, http.StatusOK, maskedContact(c))
+	return nil
+}
+
+// maskedContact is c as the API shows it.
+func maskedContact(c notify.Contact) notify.Contact {
 	if c.Email != "" {
 		c.Email = notify.MaskEmail(c.Email)
 	}
@@ -121,8 +173,7 @@ func (s *server) putContacts(w http.ResponseWriter, r *http.Request) error {
 		c.Phone = notify.MaskPhone(c.Phone)
 	}
 	c.UpdatedAt = utc(c.UpdatedAt)
-	writeJSON(w, http.StatusOK, c)
-	return nil
+	return c
 }
 
 func checkLocaleZone(locale, zone string) error {

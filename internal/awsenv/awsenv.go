@@ -26,6 +26,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/guregu/dynamo/v2"
 
+	"herald/internal/api"
 	"herald/internal/config"
 	"herald/internal/ddb"
 	"herald/internal/eventbus"
@@ -70,6 +71,10 @@ type Env struct {
 	// them all).
 	DB *dynamo.DB
 
+	// CursorKey signs the API's paging cursors; derived from the contact encryption key, so every
+	// API instance agrees.
+	CursorKey []byte
+
 	queuePrefix string
 }
 
@@ -110,10 +115,11 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 	e := &Env{Config: cfg, AWS: awsCfg, Log: log, queuePrefix: queueNameOf(urlPrefix), Writes: &ddb.WriteCounter{}}
 
 	sm := secretsmanager.NewFromConfig(awsCfg)
-	cipher, err := contactsCipher(ctx, sm, cfg)
+	cipher, contactsKey, err := contactsCipher(ctx, sm, cfg)
 	if err != nil {
 		return nil, err
 	}
+	e.CursorKey = api.CursorKeyFrom(contactsKey)
 	e.DB = dynamo.New(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }, e.Writes.Option)
 	if e.Store, err = ddb.New(e.DB, ddb.TablesWithPrefix(tablePrefix), cipher, notify.SystemClock{}); err != nil {
 		return nil, err
@@ -214,18 +220,21 @@ func Secret(ctx context.Context, sm *secretsmanager.Client, name string) (string
 	return string(out.SecretBinary), nil
 }
 
-func contactsCipher(ctx context.Context, sm *secretsmanager.Client, cfg *config.Config) (*seal.Box, error) {
+// contactsCipher returns the contact cipher and the key it was made from.
+func contactsCipher(ctx context.Context, sm *secretsmanager.Client, cfg *config.Config) (*seal.Box, string, error) {
 	key := cfg.Contacts.EncryptionKey
 	if key == "" {
 		var err error
 		if key, err = Secret(ctx, sm, cfg.Contacts.EncryptionKeySecret); err != nil {
-			return nil, fmt.Errorf("contacts.encryption_key_secret: %w", err)
+			return nil, "", fmt.Errorf("contacts.encryption_key_secret: %w", err)
 		}
 	}
-	if _, err := base64.StdEncoding.DecodeString(strings.TrimSpace(key)); err != nil {
-		return nil, fmt.Errorf("contacts encryption key: not base64")
+	key = strings.TrimSpace(key)
+	if _, err := base64.StdEncoding.DecodeString(key); err != nil {
+		return nil, "", fmt.Errorf("contacts encryption key: not base64")
 	}
-	return seal.FromBase64(strings.TrimSpace(key))
+	box, err := seal.FromBase64(key)
+	return box, key, err
 }
 
 // apiKeys collects each service's keys: inline api_keys plus the comma- or newline-separated

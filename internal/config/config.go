@@ -368,6 +368,8 @@ func (c *Config) Validate() error {
 	}
 	if !clockRe.MatchString(c.QuietHours.End) {
 		bad("quiet_hours.end", "%q is not HH:MM", c.QuietHours.End)
+	} else if c.QuietHours.End == c.QuietHours.Start {
+		bad("quiet_hours.end", "%q equals start: give a window (it reads as both never and always)", c.QuietHours.End)
 	}
 	if _, err := time.LoadLocation(c.QuietHours.TimeZone); err != nil {
 		bad("quiet_hours.time_zone", "%q is not an IANA time zone", c.QuietHours.TimeZone)
@@ -457,6 +459,14 @@ func (c *Config) QueueNames() []string {
 		}
 	}
 	return append(out, notify.StageCleanup, notify.StageBounce)
+}
+
+// ProviderApps lists the configured provider apps of each push platform, sorted.
+func (c *Config) ProviderApps() map[notify.Platform][]string {
+	return map[notify.Platform][]string{
+		notify.PlatformFCM:  SortedApps(c.Providers.FCM.Apps),
+		notify.PlatformAPNs: SortedApps(c.Providers.APNs.Apps),
+	}
 }
 
 // ServiceNames lists the services in file order.

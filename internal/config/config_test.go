@@ -69,3 +69,12 @@ func TestExampleFileIsValid(t *testing.T) {
 		t.Fatalf("services = %v", got)
 	}
 }
+
+func TestQuietHoursStartEqualsEndRefused(t *testing.T) {
+	c := Dev()
+	c.QuietHours.Start, c.QuietHours.End = "09:00", "09:00"
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "quiet_hours.end") {
+		t.Fatalf("Validate() = %v, want a problem with quiet_hours.end", err)
+	}
+}

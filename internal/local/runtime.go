@@ -39,6 +39,9 @@ type Options struct {
 	SandboxInMemory bool
 	Logger          *slog.Logger
 	Clock           notify.Clock
+	// HTTP bounds the API's connections (read, write and idle timeouts, header size); zero
+	// fields take api's defaults, e.g. a request must arrive, body included, within 30 s.
+	HTTP api.ServerLimits
 	// Events receive the operator events (large_send_started, campaign_finished,
 	// campaign_failed); nil: one log line each on Logger (notify.LogEvents).
 	Events notify.Events
@@ -189,21 +192,18 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		extra["GET /sandbox/deliveries"] = r.Sandbox.Handler()
 		extra["DELETE /sandbox/deliveries"] = r.Sandbox.Handler()
 	}
-	r.server = &http.Server{
-		Handler: api.New(api.Options{
-			Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
-			Admin: r.Queue, Queues: o.Config.QueueNames(), AdminServices: o.Config.AdminServices(),
-			Scheduler: r.Scheduler,
-			// The store creates and reads campaigns; the steps pause, resume and cancel them.
-			Campaigns: struct {
-				notify.CampaignStore
-				*campaign.Steps
-			}{r.Store, r.Campaigns},
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	r.server = api.NewServer(api.New(api.Options{
+		Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
+		Admin: r.Queue, Queues: o.Config.QueueNames(), AdminServices: o.Config.AdminServices(),
+		Scheduler: r.Scheduler, Apps: o.Config.ProviderApps(), CursorKey: api.CursorKeyFrom(o.Config.Contacts.EncryptionKey),
+		// The store creates and reads campaigns; the steps pause, resume and cancel them.
+		Campaigns: struct {
+			notify.CampaignStore
+			*campaign.Steps
+		}{r.Store, r.Campaigns},
+	}), o.HTTP)
 	go func() {
-		if err := r.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := r.server.Serve(api.JSONErrors(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			o.Logger.Error("api server stopped", "error", err)
 		}
 	}()

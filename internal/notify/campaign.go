@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -54,14 +56,32 @@ type Audience struct {
 	Sources []Segment `json:"sources"`
 }
 
+// MaxAudienceSources is how many sources an audience may have: each is paged on its own, and
+// more than a few is a mistake rather than a segment.
+const MaxAudienceSources = 20
+
 // Validate reports every problem with the audience, naming fields as "audience.sources[i].x".
 func (a Audience) Validate() error {
 	if len(a.Sources) == 0 {
 		return FieldError("audience.sources", "at least one source is required")
 	}
+	if len(a.Sources) > MaxAudienceSources {
+		return FieldError(fmt.Sprintf("audience.sources[%d]", MaxAudienceSources), "at most %d sources", MaxAudienceSources)
+	}
 	var errs []error
 	for i, s := range a.Sources {
 		f := fmt.Sprintf("audience.sources[%d]", i)
+		if j := slices.Index(a.Sources[:i], s); j >= 0 {
+			// The same members twice: a member would be sent to once per copy.
+			errs = append(errs, FieldError(f, "the same source as audience.sources[%d]", j))
+			continue
+		}
+		if len(s.App) > 128 || (s.App != "" && !keyRe.MatchString(s.App)) {
+			errs = append(errs, FieldError(f+".app", "must be 1–128 printable ASCII characters without spaces"))
+		}
+		if s.Locale != "" && !ValidLocale(s.Locale) {
+			errs = append(errs, FieldError(f+".locale", "not a locale tag (e.g. \"ko\", \"en-US\")"))
+		}
 		switch s.Kind {
 		case AudienceAppDevices:
 			if s.App == "" {
@@ -237,8 +257,27 @@ func (c *Campaign) Validate() error {
 	if c.MaxRate < 0 {
 		errs = append(errs, FieldError("max_rate", "must not be negative"))
 	}
+	errs = append(errs, validateContents(&c.Notification))
 	errs = append(errs, c.Audience.Validate(), c.QuietHours.Validate())
 	return errors.Join(errs...)
+}
+
+// validateContents checks every content variant of a campaign's template, in a fixed order.
+func validateContents(n *Notification) error {
+	if err := validateContent("content", n.Content); err != nil {
+		return err
+	}
+	for _, ch := range slices.Sorted(maps.Keys(n.ChannelContent)) {
+		if err := validateContent("channel_content."+string(ch), n.ChannelContent[ch]); err != nil {
+			return err
+		}
+	}
+	for _, l := range slices.Sorted(maps.Keys(n.Localized)) {
+		if err := validateContent("localized."+l, n.Localized[l]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // CampaignTransition is a state change and what goes with it.

@@ -18,7 +18,8 @@ const AdPrefix = "(광고)"
 // QuietHours is a policy that holds marketing back during a daily window in the recipient's
 // local time — by default 21:00–08:00, the window of 정보통신망법 §50 in which advertising needs
 // separate night-time consent. Start and End are "HH:MM"; a window whose End is not after its
-// Start wraps midnight. Start == End is an empty window.
+// Start wraps midnight. Validate refuses Start == End, which reads as both "never" and "always";
+// one stored before is an empty window.
 type QuietHours struct {
 	Enabled  bool   `json:"enabled"`
 	Start    string `json:"start,omitempty"`     // "21:00"
@@ -41,6 +42,9 @@ func (q QuietHours) Validate() error {
 	}
 	if _, err := parseClock(q.End); err != nil {
 		return FieldError("quiet_hours.end", "%v", err)
+	}
+	if q.Start == q.End {
+		return FieldError("quiet_hours.end", "equals start (%s): give a window, or {\"enabled\": false} for none", q.Start)
 	}
 	if q.TimeZone != "" {
 		if _, err := loadZone(q.TimeZone); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/mail"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -47,10 +48,66 @@ var (
 // ValidPhone reports whether s is an E.164 number.
 func ValidPhone(s string) bool { return phoneRe.MatchString(s) }
 
-// ValidEmail reports whether s is a bare email address.
+// Lengths of an email address (RFC 5321 §4.5.3.1): a provider refuses longer ones, so they are
+// refused on the way in.
+const (
+	MaxEmailLocalPart = 64
+	MaxEmailAddress   = 254
+)
+
+// ValidEmail reports whether s is a bare email address of at most MaxEmailAddress bytes whose
+// local part has at most MaxEmailLocalPart.
 func ValidEmail(s string) bool {
+	at := strings.LastIndexByte(s, '@')
+	if len(s) > MaxEmailAddress || at < 0 || at > MaxEmailLocalPart {
+		return false
+	}
 	a, err := mail.ParseAddress(s)
 	return err == nil && a.Address == s && a.Name == ""
+}
+
+// Control characters a text may keep: a body keeps line breaks and tabs; a title, which becomes
+// an email subject (a header) and a one-line push title, keeps none.
+const (
+	LineText = ""
+	BodyText = "\n\t"
+)
+
+// CheckText refuses in s any control character (C0 — NUL, CR, LF… —, DEL and C1) other than
+// those in allow, and the bidirectional overrides and isolates (U+202A–U+202E, U+2066–U+2069),
+// which make a text display differently from what it says. The error names field and the
+// character's byte offset.
+func CheckText(field, s, allow string) error {
+	for i, r := range s {
+		switch {
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
+			if strings.ContainsRune(allow, r) {
+				continue
+			}
+			return FieldError(field, "contains the control character U+%04X at byte offset %d", r, i)
+		case (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
+			return FieldError(field, "contains the bidirectional control U+%04X at byte offset %d", r, i)
+		}
+	}
+	return nil
+}
+
+// Earliest send_at accepted: anything before is a mistake (a zero or truncated time), not a
+// reserved send.
+var minSendAt = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// ValidateSendAt checks a requested send time: from the year 2000 to MaxScheduleHorizon after
+// now. A time in the past (after 2000) means "now", as it always has.
+func ValidateSendAt(at *time.Time, now time.Time) error {
+	switch {
+	case at == nil:
+		return nil
+	case at.Before(minSendAt):
+		return FieldError("send_at", "%s is not a real send time (years before 2000 are refused)", at.UTC().Format(time.RFC3339))
+	case at.After(now.Add(MaxScheduleHorizon)):
+		return FieldError("send_at", "at most one year ahead")
+	}
+	return nil
 }
 
 // ValidLocale reports whether s looks like a BCP 47 tag ("ko", "en-US").
@@ -134,6 +191,9 @@ func (r *SendRequest) Validate(now time.Time) error {
 	if r.CollapseID != "" && len(r.CollapseID) > 64 {
 		return FieldError("collapse_id", "at most 64 bytes (APNs limit)")
 	}
+	if err := CheckText("collapse_id", r.CollapseID, LineText); err != nil {
+		return err // it becomes the apns-collapse-id header
+	}
 	switch r.Priority {
 	case "", PriorityHigh, PriorityNormal:
 	default:
@@ -142,13 +202,30 @@ func (r *SendRequest) Validate(now time.Time) error {
 	if r.TTLSeconds < 0 || time.Duration(r.TTLSeconds)*time.Second > MaxTTL {
 		return FieldError("ttl_seconds", "must be between 0 and %d", int(MaxTTL/time.Second))
 	}
-	if r.SendAt != nil && r.SendAt.After(now.Add(MaxScheduleHorizon)) {
-		return FieldError("send_at", "at most one year ahead")
-	}
-	return nil
+	return ValidateSendAt(r.SendAt, now)
+}
+
+// ValidateContent checks one content variant (field is "content", "channel_content.push",
+// "localized.ko"…): sizes, reserved data keys, and no control characters where they do not
+// belong.
+func ValidateContent(field string, c Content) error {
+	return validateContent(field, c)
 }
 
 func validateContent(field string, c Content) error {
+	for _, t := range []struct {
+		name, s, allow string
+	}{
+		{"title", c.Title, LineText},
+		{"body", c.Body, BodyText},
+		{"html", c.HTML, "\n\t\r"},
+		{"link", c.Link, LineText},
+		{"image_url", c.ImageURL, LineText},
+	} {
+		if err := CheckText(field+"."+t.name, t.s, t.allow); err != nil {
+			return err
+		}
+	}
 	if len(c.Title) > MaxTitleBytes {
 		return FieldError(field+".title", "at most %d bytes", MaxTitleBytes)
 	}
@@ -161,9 +238,20 @@ func validateContent(field string, c Content) error {
 	if len(c.Data) > MaxDataEntries {
 		return FieldError(field+".data", "at most %d entries", MaxDataEntries)
 	}
+	keys := make([]string, 0, len(c.Data))
 	for k := range c.Data {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // the first problem reported is the same every time
+	for _, k := range keys {
 		if k == "" || strings.HasPrefix(k, "google.") || strings.HasPrefix(k, "gcm.") || k == "from" || k == "notification" {
 			return FieldError(field+".data."+k, "reserved or empty key")
+		}
+		if err := CheckText(field+".data", k, LineText); err != nil {
+			return err // a key is not echoed into the field: it holds the control character
+		}
+		if err := CheckText(field+".data."+k, c.Data[k], BodyText); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -178,6 +266,9 @@ func validateRecipient(field string, r Recipient, channels map[Channel]bool) err
 	}
 	if n != 1 {
 		return FieldError(field, "give exactly one of user_id, email, phone, fcm_token, apns_token")
+	}
+	if r.App != "" && r.FCMToken == "" && r.APNsToken == "" {
+		return FieldError(field+".app", "app names the provider app of an fcm_token or apns_token recipient; a user's devices carry their own")
 	}
 	switch {
 	case r.UserID != "":
@@ -199,6 +290,9 @@ func validateRecipient(field string, r Recipient, channels map[Channel]bool) err
 			return FieldError(field+".phone", "a phone recipient needs the sms channel")
 		}
 	case r.FCMToken != "", r.APNsToken != "":
+		if r.App != "" && (len(r.App) > 128 || !keyRe.MatchString(r.App)) {
+			return FieldError(field+".app", "must be 1–128 printable ASCII characters without spaces")
+		}
 		tok := r.FCMToken + r.APNsToken
 		if len(tok) > 4096 || !keyRe.MatchString(tok) {
 			return FieldError(field, "token must be 1–4096 printable ASCII characters")

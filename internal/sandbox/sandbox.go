@@ -87,7 +87,7 @@ func Start(opts Options) (*Server, error) {
 		rec.Close()
 		return nil, fmt.Errorf("sandbox listen %s: %w", opts.Addr, err)
 	}
-	s.plain = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	s.plain = boundedServer(s.mux)
 	s.plainURL = "http://" + ln.Addr().String()
 	go func() { _ = s.plain.Serve(ln) }()
 
@@ -97,7 +97,7 @@ func Start(opts Options) (*Server, error) {
 		rec.Close()
 		return nil, fmt.Errorf("sandbox listen %s: %w", opts.TLSAddr, err)
 	}
-	s.tlsSrv = &httptest.Server{Listener: tln, Config: &http.Server{Handler: s.mux}, EnableHTTP2: true}
+	s.tlsSrv = &httptest.Server{Listener: tln, Config: boundedServer(s.mux), EnableHTTP2: true}
 	s.tlsSrv.Config.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
 	s.tlsSrv.StartTLS()
 	return s, nil
@@ -176,4 +176,17 @@ func (s *Server) attempt(address string) int {
 	defer s.mu.Unlock()
 	s.attempts[address]++
 	return s.attempts[address]
+}
+
+// boundedServer serves h with every connection bounded, as the API's server is: a client that
+// trickles a request or idles on a keep-alive connection does not hold it forever.
+func boundedServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
 }
