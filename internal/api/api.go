@@ -57,6 +57,9 @@ type Options struct {
 	AudienceLists AudienceLists
 	// MaxUploadBytes limits an audience list upload; default DefaultMaxUploadBytes.
 	MaxUploadBytes int64
+	// Routes selects the routes served (default AllRoutes): in AWS the api function serves
+	// ServiceRoutes and the admin function AdminRoutes; the others answer 404.
+	Routes RouteSet
 }
 
 // Principal is who a request acts as: a calling service, or an end user, who may only use
@@ -188,6 +191,9 @@ func New(o Options) http.Handler {
 		s.keys = append(s.keys, apiKey{sum: sha256.Sum256([]byte(key)), service: service})
 	}
 	for _, rt := range routes {
+		if !o.Routes.serves(rt) {
+			continue
+		}
 		s.mux.Handle(rt.Method+" "+rt.Path, s.endpoint(rt))
 	}
 	for pattern, h := range o.Extra {
@@ -260,7 +266,9 @@ func (s *server) endpoint(rt route) http.Handler {
 		if !rt.Public {
 			p, err := s.principal(r)
 			if err != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+				if notify.IsCode(err, notify.EUNAUTHORIZED) { // a known caller refused (403) needs no new credentials
+					w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+				}
 				s.writeError(w, r, err)
 				return
 			}

@@ -62,12 +62,21 @@ func (e *Env) IngestStage(queue string) pipeline.Handler {
 	return e.Pipeline.Ingest(service, e.Scheduler)
 }
 
-// APIHandler serves the HTTP API behind API Gateway (HTTP API, payload format 2.0); campaigns
-// serves /v1/campaigns (nil: 501, as without a campaign state machine).
+// APIHandler serves the HTTP API behind API Gateway (HTTP API, payload format 2.0) without the
+// operator routes, which the admin function serves (AdminHandler); campaigns serves
+// /v1/campaigns (nil: 501, as without a campaign state machine).
 func (e *Env) APIHandler(campaigns api.Campaigns) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	h := api.New(api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, Authenticate: gatewayAuth(e.Config),
-		Admin: e.Queue, Queues: e.Config.QueueNames(), AdminServices: e.Config.AdminServices(), Campaigns: campaigns,
-		Scheduler: e.Scheduler})
+		Campaigns: campaigns, Scheduler: e.Scheduler, Routes: api.ServiceRoutes})
+	return httpadapter.NewV2(http.Handler(h)).ProxyWithContext
+}
+
+// AdminHandler serves the operator routes (/v1/admin/…: queue depths, dead letters, redrive)
+// behind the same API, for the services marked admin; every other route answers 404. Its
+// function's role alone may read and move dead letters.
+func (e *Env) AdminHandler() func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	h := api.New(api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, Authenticate: gatewayAuth(e.Config),
+		Admin: e.Queue, Queues: e.Config.QueueNames(), AdminServices: e.Config.AdminServices(), Routes: api.AdminRoutes})
 	return httpadapter.NewV2(http.Handler(h)).ProxyWithContext
 }
 
@@ -97,5 +106,16 @@ func StartAPI() error {
 		campaigns = c
 	}
 	lambda.Start(e.APIHandler(campaigns))
+	return nil
+}
+
+// StartAdmin is the admin function's main, returning like StartSQS. It reads no API keys: behind
+// API Gateway every /v1 call is SigV4-signed, and the caller's role decides the service.
+func StartAdmin() error {
+	e, err := Load(context.Background(), Options{})
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	lambda.Start(e.AdminHandler())
 	return nil
 }
