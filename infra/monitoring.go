@@ -31,7 +31,7 @@ func runbook(entry string) string {
 }
 
 func (h *herald) addMonitoring() {
-	h.alarmTopic = h.newTopic("AlarmTopic", "alarms", "cloudwatch.amazonaws.com")
+	h.alarmTopic = h.newTopic("AlarmTopic", "alarms", "cloudwatch.amazonaws.com", nil)
 	for _, e := range h.settings.Alarms.Emails {
 		h.alarmTopic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(e), nil))
 	}
@@ -227,6 +227,15 @@ func (h *herald) addDashboard() {
 		rows = append(rows, []awscloudwatch.IWidget{
 			graph("API requests and errors", 12, []awscloudwatch.IMetric{h.api.MetricCount(o), h.api.MetricClientError(o), h.api.MetricServerError(o)}),
 			graph("API latency p99 (ms)", 12, []awscloudwatch.IMetric{h.api.MetricLatency(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("p99")})}),
+		})
+	}
+	if h.campaign != nil {
+		o := &awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Sum")}
+		rows = append(rows, []awscloudwatch.IWidget{
+			graph("Campaign executions (5 min)", 24, []awscloudwatch.IMetric{
+				h.campaign.MetricStarted(o), h.campaign.MetricSucceeded(o), h.campaign.MetricFailed(o),
+				h.campaign.MetricTimedOut(o), h.campaign.MetricAborted(o),
+			}),
 		})
 	}
 	sesMetric := func(name string) awscloudwatch.IMetric {
