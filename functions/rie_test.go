@@ -255,7 +255,7 @@ func TestInvoke(t *testing.T) {
 	f := start(t, w, fn)
 	var out any
 	var d time.Duration
-	if fn == "api" {
+	if fn == "api" || fn == "admin" { // HTTP API functions
 		var req events.APIGatewayV2HTTPRequest
 		_ = json.Unmarshal(awsenvtest.Fixture(t, file), &req)
 		out, d = invoke[events.APIGatewayV2HTTPResponse](f, req)
