@@ -53,7 +53,7 @@ func (s *synthesis) grants() []grant {
 	return out
 }
 
-// sendsTo reports whether g grants sqs:SendMessage.
+// sends reports whether g grants sqs:SendMessage.
 func (g grant) sends() bool {
 	return slices.ContainsFunc(g.actions, func(a string) bool { return a == "sqs:SendMessage" || a == "sqs:*" || a == "*" })
 }
@@ -109,7 +109,8 @@ func TestIngestQueuesAdmitOnlyTheirService(t *testing.T) {
 					exceptRoles[ref(v)] = true
 				}
 			}
-			if slices.Sort(exceptARNs); mustJSON(exceptARNs) != mustJSON(slices.Sorted(slices.Values(svc.IAMPrincipals))) {
+			slices.Sort(exceptARNs)
+			if mustJSON(exceptARNs) != mustJSON(slices.Sorted(slices.Values(svc.IAMPrincipals))) {
 				t.Errorf("%s: Deny spares %v, want exactly its iam_principals (and Herald's roles)", svc.Name, exceptARNs)
 			}
 			if !exceptRoles[scheduler] {

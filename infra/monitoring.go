@@ -104,7 +104,7 @@ func (h *herald) addAlarms() {
 		h.alarm("Alarm"+pascal(name)+"Errors", &awscloudwatch.AlarmProps{
 			AlarmName: jsii.String(h.name("errors-" + name)),
 			AlarmDescription: jsii.String(fmt.Sprintf("%.0f %% or more of %s's invocations failed (crash, timeout or out of memory) over 5 minutes. %s",
-				h.settings.Alarms.LambdaErrorRatePercent, h.name(name), runbook("Lambda error rate"))),
+				h.settings.Alarms.LambdaErrorRatePercent, h.functionName(name), runbook("Lambda error rate"))),
 			Metric:            rate,
 			Threshold:         jsii.Number(h.settings.Alarms.LambdaErrorRatePercent),
 			EvaluationPeriods: jsii.Number(1),
