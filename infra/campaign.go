@@ -67,7 +67,7 @@ func (h *herald) addCampaign() {
 		MessageBody: sfn.TaskInput_FromJsonPathAt(jsii.String("$")),
 	})
 	// SQS throttling or a brief outage: back off and send again (prepare is idempotent per
-	// chunk, so a batch sent twice is harmless) — about a minute and a half before giving up.
+	// chunk, so a batch sent twice is harmless) — for up to about a minute and a half.
 	sendBatch.AddRetry(&sfn.RetryProps{Errors: jsii.Strings(*sfn.Errors_TASKS_FAILED()), Interval: awscdk.Duration_Seconds(jsii.Number(1)),
 		BackoffRate: jsii.Number(2), MaxAttempts: jsii.Number(7), MaxDelay: awscdk.Duration_Seconds(jsii.Number(30)), JitterStrategy: sfn.JitterType_FULL})
 	dispatch.ItemProcessor(sendBatch, nil)

@@ -242,8 +242,8 @@ func (h *herald) dlqs() ([]string, map[string]awssqs.Queue) {
 // runs out of retries) — and that DLQ.
 func (h *herald) addScheduler() {
 	h.schedulerDLQ = h.newDLQ("SchedulerDlq", "scheduler-dlq")
-	// Deleting the group deletes every reserved send armed in it: where data is kept, so is the
-	// group (a replaced or deleted stack leaves the schedules firing into the same queues).
+	// Deleting the group deletes every reserved send armed in it: the armed sends are data too,
+	// so the group is kept wherever the tables are (protect_data).
 	removal := awscdk.RemovalPolicy_DESTROY
 	if h.settings.ProtectData {
 		removal = awscdk.RemovalPolicy_RETAIN
