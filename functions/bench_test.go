@@ -33,7 +33,7 @@ func TestReportInitAndSize(t *testing.T) {
 		name := e.Name()
 		f := start(t, w, name)
 		var d time.Duration
-		if name == "api" {
+		if name == "api" || name == "admin" { // HTTP API functions
 			_, d = invoke[events.APIGatewayV2HTTPResponse](f, events.APIGatewayV2HTTPRequest{
 				Version: "2.0", RawPath: "/healthz", RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET", Path: "/healthz"}},
 			})

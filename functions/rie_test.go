@@ -175,6 +175,18 @@ func TestBinariesUnderEmulator(t *testing.T) {
 		t.Fatalf("api without key: %d %s", r.StatusCode, r.Body)
 	}
 
+	// admin: serves the operator routes to an admin service's signed caller; api does not.
+	admin := start(t, w, "admin")
+	req = events.APIGatewayV2HTTPRequest{}
+	_ = json.Unmarshal(awsenvtest.Fixture(t, "api/post-notification-iam.json"), &req)
+	req.RawPath, req.RequestContext.HTTP.Path, req.RequestContext.HTTP.Method, req.Body = "/v1/admin/queues", "/v1/admin/queues", "GET", ""
+	if r, _ := invoke[events.APIGatewayV2HTTPResponse](admin, req); r.StatusCode != http.StatusOK || !strings.Contains(r.Body, `"ingest-demo"`) {
+		t.Fatalf("admin GET /v1/admin/queues: %d %s\n%s", r.StatusCode, r.Body, admin.logs)
+	}
+	if r, _ := invoke[events.APIGatewayV2HTTPResponse](api, req); r.StatusCode != http.StatusNotFound {
+		t.Fatalf("api GET /v1/admin/queues: %d %s, want 404", r.StatusCode, r.Body)
+	}
+
 	// audience: starts, acknowledges S3's test event, dead-letters an object outside lists/.
 	t.Setenv("HERALD_AUDIENCE_BUCKET", "herald-test-lists")
 	for _, q := range []string{"audience-dlq", "audience"} {
@@ -255,7 +267,7 @@ func TestInvoke(t *testing.T) {
 	f := start(t, w, fn)
 	var out any
 	var d time.Duration
-	if fn == "api" {
+	if fn == "api" || fn == "admin" { // HTTP API functions
 		var req events.APIGatewayV2HTTPRequest
 		_ = json.Unmarshal(awsenvtest.Fixture(t, file), &req)
 		out, d = invoke[events.APIGatewayV2HTTPResponse](f, req)

@@ -30,7 +30,8 @@ func accessLogFormat() string {
 }
 
 // addAPI puts the api function behind an HTTP API: service routes need SigV4 (IAM), end users'
-// inbox routes need a JWT from the configured issuer, /healthz is open.
+// inbox routes need a JWT from the configured issuer, /healthz is open; the operator routes
+// (/v1/admin/…, SigV4) go to the admin function.
 func (h *herald) addAPI() {
 	fn, ok := h.functions["api"]
 	if !ok {
@@ -66,6 +67,16 @@ func (h *herald) addAPI() {
 	api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
 		Path: jsii.String("/v1/{proxy+}"), Methods: any, Integration: integration, Authorizer: iam,
 	})
+	if admin, ok := h.functions[adminFunction]; ok {
+		// The operator routes go to the admin function (more specific than /v1/{proxy+}); the
+		// api function does not serve them (internal/api.ServiceRoutes) and its role cannot
+		// touch dead letters.
+		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path: jsii.String("/v1/admin/{proxy+}"), Methods: any, Authorizer: iam,
+			Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("AdminIntegration"), admin,
+				&awsapigatewayv2integrations.HttpLambdaIntegrationProps{PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0()}),
+		})
+	}
 	if jwt := h.settings.API.JWT; jwt.Issuer != "" {
 		auth := awsapigatewayv2authorizers.NewHttpJwtAuthorizer(jsii.String("InboxJwt"), jsii.String(jwt.Issuer),
 			&awsapigatewayv2authorizers.HttpJwtAuthorizerProps{

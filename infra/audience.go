@@ -36,9 +36,12 @@ func (h *herald) addAudienceQueue() {
 		6*h.settings.Function(audienceFunction).Timeout.D(), config.DefaultConsumer.MaxReceiveCount)
 }
 
-// listsBucketName is the bucket's name: account and region make it globally unique.
+// listsBucketName is the bucket's name: account and region make it globally unique. S3 allows
+// 63 characters: an env name longer than what is left beside a 12-digit account and the longest
+// region is shortened (fit), so any env name the config accepts fits.
 func (h *herald) listsBucketName() string {
-	return fmt.Sprintf("herald-%s-lists-%s-%s", h.env, *h.stack.Account(), *h.stack.Region())
+	room := maxBucketName - len("herald--lists--") - 12 - maxRegionName
+	return fmt.Sprintf("herald-%s-lists-%s-%s", fit(h.env, room), *h.stack.Account(), *h.stack.Region())
 }
 
 // addAudience creates the lists bucket and connects it to the audience queue and function.

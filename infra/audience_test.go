@@ -12,7 +12,7 @@ import (
 func TestAudienceListsBucket(t *testing.T) {
 	for _, env := range []string{"dev", "prod"} {
 		t.Run(env, func(t *testing.T) {
-			s := synthWith(t, env, append(slices.Clone(expectedFunctions), "audience"))
+			s := synth(t, env)
 			buckets := s.ofType("AWS::S3::Bucket")
 			if len(buckets) != 1 {
 				t.Fatalf("%d buckets, want the lists bucket", len(buckets))

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctionstasks"
 	"github.com/aws/jsii-runtime-go"
 
+	"herald/internal/campaign"
 	"herald/internal/notify"
 )
 
@@ -15,8 +16,8 @@ import (
 //
 //	CheckWindow → (wait → Wait → CheckWindow | stop → Done |
 //	continue → ContinueAsNew → Done | open) → FetchPage →
-//	DispatchBatches (Map: one SQS message per batch to prepare-bulk) → SaveCursor →
-//	(done → Done | → CheckWindow)
+//	DispatchBatches (Map: one SQS message per batch to prepare-bulk, retried) → SaveCursor →
+//	(done → Done | → CheckWindow); DispatchBatches failing after its retries → Fail → Failed
 //
 // Each Lambda step gets {"step": <name>, "state": <execution state>} and returns the new state;
 // CheckWindow sets window (open, wait, stop, continue) and wait_seconds, FetchPage sets batches
@@ -53,7 +54,7 @@ func (h *herald) addCampaign() {
 			BackoffRate: jsii.Number(2), MaxAttempts: jsii.Number(6), JitterStrategy: sfn.JitterType_FULL})
 		return t
 	}
-	checkWindow, fetchPage, saveCursor := retry(step("CheckWindow")), retry(step("FetchPage")), retry(step("SaveCursor"))
+	checkWindow, fetchPage, saveCursor := retry(step(campaign.StepCheckWindow)), retry(step(campaign.StepFetchPage)), retry(step(campaign.StepSaveCursor))
 
 	dispatch := sfn.NewMap(h.stack, jsii.String("CampaignDispatchBatches"), &sfn.MapProps{
 		StateName:      jsii.String("DispatchBatches"),
@@ -61,11 +62,26 @@ func (h *herald) addCampaign() {
 		MaxConcurrency: jsii.Number(10),
 		ResultPath:     sfn.JsonPath_DISCARD(),
 	})
-	dispatch.ItemProcessor(awsstepfunctionstasks.NewSqsSendMessage(h.stack, jsii.String("CampaignSendBatch"), &awsstepfunctionstasks.SqsSendMessageProps{
+	sendBatch := awsstepfunctionstasks.NewSqsSendMessage(h.stack, jsii.String("CampaignSendBatch"), &awsstepfunctionstasks.SqsSendMessageProps{
 		StateName:   jsii.String("SendBatch"),
 		Queue:       h.queueByName[notify.LaneQueue(notify.StagePrepare, notify.LaneBulk)].queue,
 		MessageBody: sfn.TaskInput_FromJsonPathAt(jsii.String("$")),
-	}), nil)
+	})
+	// SQS throttling or a brief outage: back off and send again (prepare is idempotent per
+	// chunk, so a batch sent twice is harmless) — for up to about a minute and a half.
+	sendBatch.AddRetry(&sfn.RetryProps{Errors: jsii.Strings(*sfn.Errors_TASKS_FAILED()), Interval: awscdk.Duration_Seconds(jsii.Number(1)),
+		BackoffRate: jsii.Number(2), MaxAttempts: jsii.Number(7), MaxDelay: awscdk.Duration_Seconds(jsii.Number(30)), JitterStrategy: sfn.JitterType_FULL})
+	dispatch.ItemProcessor(sendBatch, nil)
+	// A batch that still cannot be sent fails the campaign through the Fail step (FAILED, with
+	// the error, and campaign_failed emitted) instead of leaving it RUNNING with no run; the
+	// execution then fails too, which the executions-failed alarm reports.
+	failStep := retry(step(campaign.StepFail))
+	failStep.Next(sfn.NewFail(h.stack, jsii.String("CampaignFailed"), &sfn.FailProps{
+		StateName: jsii.String("Failed"),
+		Error:     jsii.String("CampaignDispatchFailed"),
+		Cause:     jsii.String("DispatchBatches failed after its retries; the campaign is FAILED"),
+	}))
+	dispatch.AddCatch(failStep, &sfn.CatchProps{Errors: jsii.Strings(*sfn.Errors_ALL()), ResultPath: jsii.String("$.error")})
 
 	done := sfn.NewSucceed(h.stack, jsii.String("CampaignDone"), &sfn.SucceedProps{StateName: jsii.String("Done")})
 	wait := sfn.NewWait(h.stack, jsii.String("CampaignWait"), &sfn.WaitProps{
@@ -134,6 +150,11 @@ func (h *herald) addCampaign() {
 			Resources: jsii.Strings(*h.campaignExecutionsArn()),
 		}))
 		api.AddEnvironment(jsii.String(envCampaignStateMachine), h.campaign.StateMachineArn(), nil)
+	}
+	// admin re-arms reserved campaigns' fires (POST /v1/admin/schedules/rearm): it needs to know
+	// that campaigns run as executions, but starts and reads none, so it gets no states rights.
+	if admin, ok := h.functions[adminFunction]; ok {
+		admin.AddEnvironment(jsii.String(envCampaignStateMachine), h.campaign.StateMachineArn(), nil)
 	}
 }
 

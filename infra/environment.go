@@ -412,8 +412,17 @@ func checkDeployable(c *config.Config, bad func(key, format string, args ...any)
 		bad(h("providers.ses.configuration_set"), "required in AWS: the stack creates it and routes its bounces and complaints to the bounce queue")
 	}
 	for _, s := range c.Services {
-		if n := len(queueName(c.Env, notify.DLQName(notify.IngestQueue(s.Name)))); n > 80 {
-			bad(h("services."+s.Name), "queue name %q is %d characters; SQS allows 80: shorten the service or env name", queueName(c.Env, notify.DLQName(notify.IngestQueue(s.Name))), n)
+		key := h("services[" + s.Name + "]")
+		// The runtime derives queue names itself (herald-<env>-ingest-<service>[-dlq]), so they
+		// cannot be shortened here: a name SQS would refuse is refused now, at synth.
+		if q := queueName(c.Env, notify.DLQName(notify.IngestQueue(s.Name))); len(q) > maxQueueName {
+			bad(key+".name", "queue name %q is %d characters; SQS allows %d: shorten the service name (or herald.env)", q, len(q), maxQueueName)
+		}
+		// Behind API Gateway every /v1 call is SigV4-signed and the caller's role decides the
+		// service, and the ingest queue admits only these principals: a service without one
+		// could neither call the API nor send to its queue.
+		if len(s.IAMPrincipals) == 0 {
+			bad(key+".iam_principals", "required in AWS: the IAM role or user ARN(s) the service runs as — the only way it can call the API (SigV4) or send to its ingest queue")
 		}
 	}
 }

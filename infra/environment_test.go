@@ -14,8 +14,8 @@ import (
 const baseYAML = `
 env: local
 services:
-  - {name: orders, api_keys: [orders-local-key], max_concurrency: 4}
-  - {name: marketing, api_key_secret: herald/x/marketing, max_concurrency: 2}
+  - {name: orders, api_keys: [orders-local-key], max_concurrency: 4, iam_principals: ["arn:aws:iam::123456789012:role/orders"]}
+  - {name: marketing, api_key_secret: herald/x/marketing, max_concurrency: 2, iam_principals: ["arn:aws:iam::123456789012:role/marketing"]}
 providers:
   fcm: {apps: {default: {project_id: p, credentials_file: ./fcm.json}}}
   ses: {from: "Ex <noreply@example.com>", configuration_set: herald-x}
@@ -27,7 +27,7 @@ const overlayYAML = `
 herald:
   services:
     - {name: orders, api_keys: null, api_key_secret: herald/x/orders, max_concurrency: 9}
-    - {name: billing, api_key_secret: herald/x/billing}
+    - {name: billing, api_key_secret: herald/x/billing, iam_principals: ["arn:aws:iam::123456789012:user/billing"]}
   providers:
     fcm: {apps: {default: {credentials_file: null, credentials_secret: herald/x/fcm}}}
 stack:
@@ -118,6 +118,26 @@ func TestBuildRejectsBadSettings(t *testing.T) {
 				t.Log(err)
 			}
 		})
+	}
+}
+
+// TestBuildRefusesServiceWithNoWayIn: behind API Gateway only SigV4 callers reach /v1, and an
+// ingest queue admits only its service's principals, so a service without iam_principals could
+// not reach Herald at all in AWS; a service name whose queue name SQS would refuse is refused too.
+func TestBuildRefusesServiceWithNoWayIn(t *testing.T) {
+	base := strings.NewReplacer("api_keys: [orders-local-key]", "api_key_secret: herald/x/orders",
+		"credentials_file: ./fcm.json", "credentials_secret: herald/x/fcm").Replace(baseYAML)
+	_, err := Build("dev", []byte(base), []byte("herald: {services: [{name: marketing, iam_principals: null}]}"), "dev.yaml")
+	if err == nil || !strings.Contains(err.Error(), "herald.services[marketing].iam_principals") {
+		t.Fatalf("err = %v, want it to name herald.services[marketing].iam_principals", err)
+	}
+	if strings.Contains(err.Error(), "services[orders]") {
+		t.Errorf("err names orders, which has a principal: %v", err)
+	}
+	long := "s" + strings.Repeat("x", 39)
+	_, err = Build(strings.Repeat("e", 40), []byte(base), []byte("herald: {services: [{name: "+long+", iam_principals: [\"arn:aws:iam::123456789012:role/x\"]}]}"), "e.yaml")
+	if err == nil || !strings.Contains(err.Error(), "herald.services["+long+"].name") || !strings.Contains(err.Error(), "SQS allows 80") {
+		t.Fatalf("err = %v, want it to name herald.services[%s].name", err, long)
 	}
 }
 

@@ -83,5 +83,4 @@ func TestOperatorEvents(t *testing.T) {
 		}
 	}
 	environments(t, check)
-	t.Run("campaign", func(t *testing.T) { check(t, synthWith(t, "dev", append(slices.Clone(expectedFunctions), "campaign"))) })
 }

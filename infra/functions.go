@@ -102,7 +102,15 @@ var functionWiring = map[string]wiring{
 	// Appends uploaded lists to the users table (and keeps its import markers there); reads S3
 	// objects under lists/ only (addAudience).
 	audienceFunction: {tables: map[string]access{"users": readWrite}},
+	// The operator routes (/v1/admin/…): queue depths, dead letters, redrive, and re-arming
+	// reserved sends from the notifications table (which lists SCHEDULED notifications and
+	// campaigns). Its queue and scheduler rights are granted in addFunction.
+	adminFunction: {tables: map[string]access{"notifications": read}},
 }
+
+// adminFunction serves /v1/admin/… (internal/awsenv.StartAdmin); the api function refuses those
+// routes, so only this role may read, delete and move dead letters.
+const adminFunction = "admin"
 
 // addFunctions creates one function per discovered directory, each with its own role, log group,
 // event source mappings and grants.
@@ -147,11 +155,11 @@ func (h *herald) addFunction(name string) error {
 	}
 
 	role := awsiam.NewRole(h.stack, jsii.String(id+"Role"), &awsiam.RoleProps{
-		RoleName:    jsii.String(h.name("fn-" + name)),
+		RoleName:    jsii.String(fit(h.name("fn-"+name), maxRoleName)),
 		Description: jsii.String("Herald " + name + " function (least privilege, see infra/functions.go)"),
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
 	})
-	logs := h.newLogGroup(id+"Logs", "/aws/lambda/"+h.name(name))
+	logs := h.newLogGroup(id+"Logs", "/aws/lambda/"+h.functionName(name))
 	logs.GrantWrite(role)
 
 	// The environment internal/awsenv.Load reads (names from its Env* constants): everything
@@ -182,6 +190,7 @@ func (h *herald) addFunction(name string) error {
 	if w.sends != nil {
 		for _, logical := range w.sends(h) {
 			h.queueByName[logical].queue.GrantSendMessages(role)
+			h.senders[logical] = append(h.senders[logical], role)
 		}
 	}
 
@@ -208,25 +217,34 @@ func (h *herald) addFunction(name string) error {
 		env["HERALD_RATELIMIT_TABLE"] = h.tables["ratelimit"].TableName()
 	case "api":
 		// Re-arms or disarms a reserved send's schedule (PATCH and DELETE
-		// /v1/notifications/{id}) and arms a campaign's send_at.
+		// /v1/notifications/{id}) and arms a campaign's send_at. It sends to the ingest queues
+		// only (wiring): the operator routes are the admin function's.
 		h.grantReservedSends(role, func(k string, v *string) { env[k] = v })
+	case adminFunction:
 		// Operators' routes (/v1/admin/queues…): depth of every queue, a look at its dead
-		// letters, and redrive (a message move task from each DLQ back to its source).
+		// letters, and redrive — a message move task from each DLQ back to its source, which
+		// SQS runs with the caller's rights: receive and delete on the DLQ, send on the source.
 		// One statement each (queues are SSE-SQS: no KMS grants), so the role's policy stays small.
 		var sources, dlqs []*string
 		for _, q := range h.queues {
 			sources = append(sources, q.queue.QueueArn())
 			dlqs = append(dlqs, q.dlq.QueueArn())
+			h.senders[q.logical] = append(h.senders[q.logical], role)
 		}
 		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: jsii.String("InspectAndRedriveDeadLetters"),
 			Actions: jsii.Strings("sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage",
 				"sqs:GetQueueAttributes", "sqs:ListDeadLetterSourceQueues", "sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks"),
 			Resources: &dlqs,
 		}))
 		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("QueueDepthsAndRedriveTargets"),
 			Actions:   jsii.Strings("sqs:SendMessage", "sqs:GetQueueAttributes"),
 			Resources: &sources,
 		}))
+		// POST /v1/admin/schedules/rearm arms every reserved send and campaign again after the
+		// schedule group was replaced.
+		h.grantReservedSends(role, func(k string, v *string) { env[k] = v })
 	}
 
 	if w.events {
@@ -235,7 +253,7 @@ func (h *herald) addFunction(name string) error {
 	}
 
 	fn := awslambda.NewFunction(h.stack, jsii.String(id), &awslambda.FunctionProps{
-		FunctionName:          jsii.String(h.name(name)),
+		FunctionName:          jsii.String(h.functionName(name)),
 		Description:           jsii.String("Herald " + name + " (" + h.env + ")"),
 		Runtime:               awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture:          awslambda.Architecture_ARM_64(),
@@ -274,7 +292,7 @@ func (h *herald) addFunction(name string) error {
 
 // grantReservedSends lets role arm reserved sends: create/update/delete schedules in this
 // environment's group only, and hand them the scheduler role; setEnv gets the variables
-// internal/awsenv builds the scheduler from (ingest and api).
+// internal/awsenv builds the scheduler from (ingest, api and admin).
 func (h *herald) grantReservedSends(role awsiam.Role, setEnv func(key string, value *string)) {
 	// One statement with exactly what internal/scheduler calls (the group's Grant* helpers would
 	// add three, and the api role's policy is near its size limit).

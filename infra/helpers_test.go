@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -19,9 +20,27 @@ import (
 	cdknag "github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
-// The functions another piece of work creates under functions/; tests build that layout
-// themselves, so they pass before and after it lands.
-var expectedFunctions = []string{"api", "bounce", "cleanup", "ingest", "prepare", "record", "send"}
+// repoFunctions are the repository's functions, one per directory under functions/: the tests
+// synthesize what `make synth` deploys, so adding a function changes what they check. (Each gets
+// a fake bootstrap in a scratch layout: the tests never build the binaries.)
+var repoFunctions = func() []string {
+	names, err := DiscoverFunctions(filepath.Join("..", "functions"))
+	if err != nil || len(names) == 0 {
+		panic(fmt.Sprintf("no functions under ../functions (%v): the infra tests synthesize the repository's functions", err))
+	}
+	return names
+}()
+
+// without returns names less drop.
+func without(names []string, drop ...string) []string {
+	var out []string
+	for _, n := range names {
+		if !slices.Contains(drop, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 var (
 	scratch string                    // removed by TestMain
@@ -86,13 +105,23 @@ func loadEnv(t *testing.T, name string) *Environment {
 	return env
 }
 
-// synth returns environment env synthesized with the expected functions (cached).
+// synth returns environment env synthesized with the repository's functions (cached).
 func synth(t *testing.T, env string) *synthesis {
-	return synthWith(t, env, expectedFunctions)
+	return synthWith(t, env, repoFunctions)
 }
 
 func synthWith(t *testing.T, env string, names []string) *synthesis {
 	t.Helper()
+	if s, ok := synths[env+":"+strings.Join(names, ",")]; ok {
+		return s
+	}
+	return synthEnv(t, loadEnv(t, env), names)
+}
+
+// synthEnv synthesizes environment e with functions names (cached by e.Name and names).
+func synthEnv(t *testing.T, e *Environment, names []string) *synthesis {
+	t.Helper()
+	env := e.Name
 	key := env + ":" + strings.Join(names, ",")
 	if s, ok := synths[key]; ok {
 		return s
@@ -110,7 +139,6 @@ func synthWith(t *testing.T, env string, names []string) *synthesis {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := loadEnv(t, env)
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(out)})
 	stack, err := NewHeraldStack(app, "herald-"+env, &HeraldProps{
 		Env: e, Functions: discovered, AssetDir: assetDir, StagingDir: staging,
@@ -216,4 +244,43 @@ func num(v any) float64 {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// pseudo are the values CloudFormation's pseudo parameters are given when a test reads a
+// generated name: the longest each can be (a 16-character region is planned for).
+var pseudo = map[string]string{
+	"AWS::AccountId": "123456789012", "AWS::Region": "xx-xxxxxxxxx-1", "AWS::Partition": "aws-iso-b",
+	"AWS::URLSuffix": "amazonaws.com", "AWS::StackName": "herald-stack",
+}
+
+// flatten renders a CloudFormation string value — a literal or an Fn::Join — with pseudo
+// parameters filled in and any other reference as <ref:Id>; ok is false for other values.
+func flatten(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case map[string]any:
+		if r, ok := x["Ref"].(string); ok {
+			if p, ok := pseudo[r]; ok {
+				return p, true
+			}
+			return "<ref:" + r + ">", true
+		}
+		if g, ok := x["Fn::GetAtt"].([]any); ok && len(g) > 0 {
+			return fmt.Sprintf("<ref:%v>", g[0]), true
+		}
+		if j, ok := x["Fn::Join"].([]any); ok && len(j) == 2 {
+			sep, _ := j[0].(string)
+			var parts []string
+			for _, p := range list(j[1]) {
+				s, ok := flatten(p)
+				if !ok {
+					return "", false
+				}
+				parts = append(parts, s)
+			}
+			return strings.Join(parts, sep), true
+		}
+	}
+	return "", false
 }

@@ -31,7 +31,7 @@ func runbook(entry string) string {
 }
 
 func (h *herald) addMonitoring() {
-	h.alarmTopic = h.newTopic("AlarmTopic", "alarms", "cloudwatch.amazonaws.com")
+	h.alarmTopic = h.newTopic("AlarmTopic", "alarms", "cloudwatch.amazonaws.com", nil)
 	for _, e := range h.settings.Alarms.Emails {
 		h.alarmTopic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(e), nil))
 	}
@@ -104,7 +104,7 @@ func (h *herald) addAlarms() {
 		h.alarm("Alarm"+pascal(name)+"Errors", &awscloudwatch.AlarmProps{
 			AlarmName: jsii.String(h.name("errors-" + name)),
 			AlarmDescription: jsii.String(fmt.Sprintf("%.0f %% or more of %s's invocations failed (crash, timeout or out of memory) over 5 minutes. %s",
-				h.settings.Alarms.LambdaErrorRatePercent, h.name(name), runbook("Lambda error rate"))),
+				h.settings.Alarms.LambdaErrorRatePercent, h.functionName(name), runbook("Lambda error rate"))),
 			Metric:            rate,
 			Threshold:         jsii.Number(h.settings.Alarms.LambdaErrorRatePercent),
 			EvaluationPeriods: jsii.Number(1),
@@ -208,7 +208,7 @@ func (h *herald) addDashboard() {
 
 	rows := [][]awscloudwatch.IWidget{
 		{awscloudwatch.NewTextWidget(&awscloudwatch.TextWidgetProps{
-			Markdown: jsii.String(fmt.Sprintf("# Herald %s\nQueues, dead letters, provider sends and functions. Every alarm is described in the README's runbook; DLQs are redriven with `StartMessageMoveTask` (SQS console: *Start DLQ redrive*).", h.env)),
+			Markdown: jsii.String(fmt.Sprintf("# Herald %s\nQueues, dead letters, provider sends and functions. Every alarm is described in the README's runbook; DLQs are redriven with `POST /v1/admin/queues/<queue>/redrive` (the admin function; ingest DLQs only this way, their queues admit no operator) or `StartMessageMoveTask` (SQS console: *Start DLQ redrive*).", h.env)),
 			Width:    jsii.Number(24), Height: jsii.Number(2),
 		})},
 		{graph("Ingest rate per service (messages/min)", 12, ingest), graph("DLQ depth", 12, dlq)},
@@ -227,6 +227,15 @@ func (h *herald) addDashboard() {
 		rows = append(rows, []awscloudwatch.IWidget{
 			graph("API requests and errors", 12, []awscloudwatch.IMetric{h.api.MetricCount(o), h.api.MetricClientError(o), h.api.MetricServerError(o)}),
 			graph("API latency p99 (ms)", 12, []awscloudwatch.IMetric{h.api.MetricLatency(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("p99")})}),
+		})
+	}
+	if h.campaign != nil {
+		o := &awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Sum")}
+		rows = append(rows, []awscloudwatch.IWidget{
+			graph("Campaign executions (5 min)", 24, []awscloudwatch.IMetric{
+				h.campaign.MetricStarted(o), h.campaign.MetricSucceeded(o), h.campaign.MetricFailed(o),
+				h.campaign.MetricTimedOut(o), h.campaign.MetricAborted(o),
+			}),
 		})
 	}
 	sesMetric := func(name string) awscloudwatch.IMetric {

@@ -43,8 +43,9 @@ func (h *herald) addNagSuppressions() {
 			Reason:    jsii.String(reasonIndexes),
 			AppliesTo: &[]interface{}{regex(`/^Resource::<[A-Za-z0-9]+Table[0-9A-F]{8}\.Arn>\/index\/\*$/`)},
 		}}
-		// ingest arms reserved sends; api re-arms and disarms them, and arms campaigns' send_at.
-		if name == "ingest" || name == "api" {
+		// ingest arms reserved sends; api re-arms and disarms them, and arms campaigns' send_at;
+		// admin re-arms them all after the schedule group was replaced.
+		if name == "ingest" || name == "api" || name == adminFunction {
 			s = append(s, &cdknag.NagPackSuppression{
 				Id:        jsii.String("AwsSolutions-IAM5"),
 				Reason:    jsii.String(reasonSchedules),

@@ -14,8 +14,10 @@ import (
 
 // newTopic is an SNS topic encrypted with a key that the AWS service publishing to it (SES,
 // CloudWatch) may use: bounce notifications carry email addresses, so they are not left in
-// plain text, and the AWS-managed SNS key cannot be granted to those services.
-func (h *herald) newTopic(id, logical, publisher string) awssns.Topic {
+// plain text, and the AWS-managed SNS key cannot be granted to those services. With sourceArn,
+// the publisher may publish only on behalf of that resource (for SES: the configuration set, so
+// no other configuration set or identity in the account can forge bounces into Herald).
+func (h *herald) newTopic(id, logical, publisher string, sourceArn *string) awssns.Topic {
 	removal := awscdk.RemovalPolicy_DESTROY
 	if h.settings.ProtectData {
 		removal = awscdk.RemovalPolicy_RETAIN
@@ -41,12 +43,18 @@ func (h *herald) newTopic(id, logical, publisher string) awssns.Topic {
 		EnforceSSL: jsii.Bool(true),
 	})
 	// The topic policy replaces SNS's default one, so the publisher is allowed explicitly.
+	publish := sourceAccount
+	if sourceArn != nil {
+		publish = &map[string]interface{}{"StringEquals": map[string]interface{}{
+			"AWS:SourceAccount": h.stack.Account(), "AWS:SourceArn": sourceArn,
+		}}
+	}
 	topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("PublisherMayPublish"),
 		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String(publisher), nil)},
 		Actions:    jsii.Strings("sns:Publish"),
 		Resources:  &[]*string{topic.TopicArn()},
-		Conditions: sourceAccount,
+		Conditions: publish,
 	}))
 	return topic
 }
@@ -54,7 +62,7 @@ func (h *herald) newTopic(id, logical, publisher string) awssns.Topic {
 // addSES creates the configuration set every email is sent with, and routes its bounce and
 // complaint events SES → SNS → the bounce queue (→ the bounce function → suppressions).
 func (h *herald) addSES() {
-	h.feedbackTopic = h.newTopic("SesFeedbackTopic", "ses-feedback", "ses.amazonaws.com")
+	h.feedbackTopic = h.newTopic("SesFeedbackTopic", "ses-feedback", "ses.amazonaws.com", h.configurationSetArn())
 	set := awsses.NewConfigurationSet(h.stack, jsii.String("SesConfigurationSet"), &awsses.ConfigurationSetProps{
 		ConfigurationSetName: jsii.String(h.cfg.Providers.SES.ConfigurationSet),
 		ReputationMetrics:    jsii.Bool(true),
@@ -81,4 +89,13 @@ func (h *herald) addSES() {
 	// Raw delivery off: the bounce function reads the SNS envelope, as the local sandbox sends it.
 	h.feedbackTopic.AddSubscription(awssnssubscriptions.NewSqsSubscription(h.queueByName[notify.StageBounce].queue,
 		&awssnssubscriptions.SqsSubscriptionProps{RawMessageDelivery: jsii.Bool(false)}))
+}
+
+// configurationSetArn is the ARN of providers.ses.configuration_set in the SES region (the
+// stack's: Load and the SesRegion rule check they are the same).
+func (h *herald) configurationSetArn() *string {
+	return h.stack.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("ses"), Region: jsii.String(h.cfg.Providers.SES.Region),
+		Resource: jsii.String("configuration-set"), ResourceName: jsii.String(h.cfg.Providers.SES.ConfigurationSet),
+	})
 }

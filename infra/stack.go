@@ -56,6 +56,9 @@ type herald struct {
 	queues       []*stageQueue // consumer queues, in a stable order
 	queueByName  map[string]*stageQueue
 	schedulerDLQ awssqs.Queue
+	// senders are the function roles granted sqs:SendMessage on a queue, by logical name: the
+	// ingest queues' policies admit them (isolateIngestQueues).
+	senders map[string][]awsiam.Role
 
 	functions     map[string]awslambda.Function
 	roles         map[string]awsiam.Role
@@ -104,6 +107,7 @@ func NewHeraldStack(scope constructs.Construct, id string, p *HeraldProps) (awsc
 		settings:    p.Env.Settings,
 		tables:      map[string]awsdynamodb.Table{},
 		queueByName: map[string]*stageQueue{},
+		senders:     map[string][]awsiam.Role{},
 		functions:   map[string]awslambda.Function{},
 		roles:       map[string]awsiam.Role{},
 	}
@@ -119,6 +123,7 @@ func NewHeraldStack(scope constructs.Construct, id string, p *HeraldProps) (awsc
 	if err := h.addFunctions(); err != nil {
 		return nil, err
 	}
+	h.isolateIngestQueues()
 	h.addAPI()
 	h.addCampaign()
 	h.addAudience()
@@ -237,9 +242,15 @@ func (h *herald) dlqs() ([]string, map[string]awssqs.Queue) {
 // runs out of retries) — and that DLQ.
 func (h *herald) addScheduler() {
 	h.schedulerDLQ = h.newDLQ("SchedulerDlq", "scheduler-dlq")
+	// Deleting the group deletes every reserved send armed in it: the armed sends are data too,
+	// so the group is kept wherever the tables are (protect_data).
+	removal := awscdk.RemovalPolicy_DESTROY
+	if h.settings.ProtectData {
+		removal = awscdk.RemovalPolicy_RETAIN
+	}
 	h.scheduleGroup = awsscheduler.NewScheduleGroup(h.stack, jsii.String("ScheduleGroup"), &awsscheduler.ScheduleGroupProps{
 		ScheduleGroupName: jsii.String("herald-" + h.env),
-		RemovalPolicy:     awscdk.RemovalPolicy_DESTROY, // schedules are re-armed from the notifications table
+		RemovalPolicy:     removal,
 	})
 	h.schedulerRole = awsiam.NewRole(h.stack, jsii.String("SchedulerRole"), &awsiam.RoleProps{
 		RoleName:    jsii.String(h.name("scheduler")),
@@ -262,6 +273,44 @@ func (h *herald) addScheduler() {
 		Actions:   jsii.Strings("sqs:SendMessage"),
 		Resources: &arns,
 	}))
+}
+
+// isolateIngestQueues gives each service's ingest queue a policy that admits only that service
+// and Herald: the service's iam_principals may send (also from another account), and every other
+// principal is denied sqs:SendMessage — whatever its own IAM policies say — except the scheduler
+// role (reserved sends fire there) and the function roles granted to send (api hands requests
+// over; admin redrives the queue's dead letters, which SQS does with the caller's rights).
+// Principals are matched by aws:PrincipalArn (a role session's ARN is its role's), in conditions
+// rather than Principal elements, so a role created after the stack is still matched.
+func (h *herald) isolateIngestQueues() {
+	for _, s := range h.cfg.Services {
+		q := h.queueByName[notify.IngestQueue(s.Name)]
+		services := make([]*string, 0, len(s.IAMPrincipals))
+		for _, p := range s.IAMPrincipals {
+			services = append(services, jsii.String(p))
+		}
+		allowed := append(append([]*string{}, services...), h.schedulerRole.RoleArn())
+		for _, r := range h.senders[q.logical] {
+			allowed = append(allowed, r.RoleArn())
+		}
+		if len(services) > 0 {
+			q.queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid:        jsii.String("ServiceMaySend"),
+				Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+				Actions:    jsii.Strings("sqs:SendMessage"),
+				Resources:  &[]*string{q.queue.QueueArn()},
+				Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:PrincipalArn": services}},
+			}))
+		}
+		q.queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("OnlyServiceAndHeraldSend"),
+			Effect:     awsiam.Effect_DENY,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+			Actions:    jsii.Strings("sqs:SendMessage"),
+			Resources:  &[]*string{q.queue.QueueArn()},
+			Conditions: &map[string]any{"ArnNotEquals": map[string]any{"aws:PrincipalArn": allowed}},
+		}))
+	}
 }
 
 func (h *herald) addOutputs() {

@@ -66,6 +66,9 @@ type Options struct {
 	// deployment must share it. Empty: a fixed key, which still catches damaged and foreign
 	// cursors but not deliberately forged ones.
 	CursorKey []byte
+	// Routes selects the routes served (default AllRoutes): in AWS the api function serves
+	// ServiceRoutes and the admin function AdminRoutes; the others answer 404.
+	Routes RouteSet
 }
 
 // Principal is who a request acts as: a calling service, or an end user, who may only use
@@ -204,6 +207,9 @@ func New(o Options) http.Handler {
 		s.keys = append(s.keys, apiKey{sum: sha256.Sum256([]byte(key)), service: service})
 	}
 	for _, rt := range routes {
+		if !o.Routes.serves(rt) {
+			continue
+		}
 		s.mux.Handle(rt.Method+" "+rt.Path, s.endpoint(rt))
 	}
 	for pattern, h := range o.Extra {
@@ -280,7 +286,9 @@ func (s *server) endpoint(rt route) http.Handler {
 		if !rt.Public {
 			p, err := s.principal(r)
 			if err != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+				if notify.IsCode(err, notify.EUNAUTHORIZED) { // a known caller refused (403) needs no new credentials
+					w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+				}
 				s.writeError(w, r, err)
 				return
 			}

@@ -37,7 +37,9 @@ func gatewayAuth(cfg *config.Config) func(r *http.Request) (api.Principal, error
 			if svc, ok := byPrincipal[principalOf(iam.UserARN)]; ok {
 				return api.Principal{Service: svc}, nil
 			}
-			return api.Principal{}, notify.Errorf(notify.EUNAUTHORIZED, "this IAM principal is not in any service's iam_principals")
+			// The gateway verified who it is; Herald does not let it in. 403, not 401: no other
+			// credentials for this principal would help, so no bearer challenge either.
+			return api.Principal{}, notify.Errorf(notify.EFORBIDDEN, "this IAM principal is not in any service's iam_principals")
 		}
 		return api.Principal{}, nil
 	}

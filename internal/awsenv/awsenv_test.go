@@ -109,6 +109,29 @@ func TestFunctionsOnAWSAdapters(t *testing.T) {
 		}
 	}
 
+	// The operator routes are the admin function's: api answers 404 for them, admin serves them
+	// (and nothing else).
+	adminH := e.AdminHandler(nil)
+	for _, c := range []struct {
+		name    string
+		h       func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+		method  string
+		path    string
+		want    int
+		contain string
+	}{
+		{"api", apiH, "GET", "/v1/admin/queues", 404, `"not_found"`},
+		{"admin", adminH, "GET", "/v1/admin/queues", 200, `"ingest-demo"`},
+		{"admin", adminH, "GET", "/v1/notifications/n_1", 404, `"not_found"`},
+	} {
+		req = events.APIGatewayV2HTTPRequest{}
+		_ = json.Unmarshal(awsenvtest.Fixture(t, "api/post-notification-iam.json"), &req)
+		req.RawPath, req.RequestContext.HTTP.Path, req.RequestContext.HTTP.Method, req.Body = c.path, c.path, c.method, ""
+		if r := awsenvtest.Invoke[events.APIGatewayV2HTTPResponse](t, c.h, req); r.StatusCode != c.want || !strings.Contains(r.Body, c.contain) {
+			t.Errorf("%s %s %s: %d %s, want %d with %s", c.name, c.method, c.path, r.StatusCode, r.Body, c.want, c.contain)
+		}
+	}
+
 	// bounce: permanent bounces and complaints suppress; transient bounces and deliveries don't.
 	bounce := e.SQSHandler(func(string) pipeline.Handler { return e.Pipeline.Bounce() })
 	for _, f := range []string{"sqs-ses-bounce-permanent", "sqs-ses-bounce-transient", "sqs-ses-complaint", "sqs-ses-delivery"} {

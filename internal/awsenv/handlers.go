@@ -70,16 +70,29 @@ func (e *Env) IngestStage(queue string) pipeline.Handler {
 	return e.Pipeline.Ingest(service, e.Scheduler)
 }
 
-// The campaigns the API is given in AWS wait for their fires, so POST /v1/admin/schedules/rearm
-// re-arms them with the notifications (the scheduler is e.Scheduler for both).
+// The campaigns the admin function is given in AWS wait for their fires, so POST
+// /v1/admin/schedules/rearm re-arms them with the notifications (the scheduler is e.Scheduler for
+// both).
 var _ api.CampaignRearmer = (*campaign.Control)(nil)
 
-// APIHandler serves the HTTP API behind API Gateway (HTTP API, payload format 2.0); campaigns
-// serves /v1/campaigns (nil: 501, as without a campaign state machine).
+// APIHandler serves the HTTP API behind API Gateway (HTTP API, payload format 2.0) without the
+// operator routes, which the admin function serves (AdminHandler); campaigns serves
+// /v1/campaigns (nil: 501, as without a campaign state machine).
 func (e *Env) APIHandler(campaigns api.Campaigns) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	h := api.New(api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, Authenticate: gatewayAuth(e.Config),
+		Campaigns: campaigns, Scheduler: e.Scheduler, Apps: e.Config.ProviderApps(), CursorKey: e.CursorKey,
+		Routes: api.ServiceRoutes})
+	return httpadapter.NewV2(http.Handler(h)).ProxyWithContext
+}
+
+// AdminHandler serves the operator routes (/v1/admin/…: queue depths, dead letters, redrive,
+// re-arming schedules) behind the same API, for the services marked admin; every other route
+// answers 404. Its function's role alone may read and move dead letters. campaigns re-arms
+// reserved campaigns (nil: only notifications are re-armed).
+func (e *Env) AdminHandler(campaigns api.Campaigns) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	h := api.New(api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, Authenticate: gatewayAuth(e.Config),
 		Admin: e.Queue, Queues: e.Config.QueueNames(), AdminServices: e.Config.AdminServices(), Campaigns: campaigns,
-		Scheduler: e.Scheduler, Apps: e.Config.ProviderApps(), CursorKey: e.CursorKey})
+		Scheduler: e.Scheduler, Apps: e.Config.ProviderApps(), CursorKey: e.CursorKey, Routes: api.AdminRoutes})
 	return httpadapter.NewV2(http.Handler(h)).ProxyWithContext
 }
 
@@ -129,5 +142,23 @@ func StartIngest() error {
 	lambda.Start(e.SQSHandler(func(queue string) pipeline.Handler {
 		return e.Pipeline.IngestWithCampaigns(strings.TrimPrefix(queue, "ingest-"), e.Scheduler, campaigns)
 	}))
+	return nil
+}
+
+// StartAdmin is the admin function's main, returning like StartSQS. It reads no API keys: behind
+// API Gateway every /v1 call is SigV4-signed, and the caller's role decides the service.
+func StartAdmin() error {
+	e, err := Load(context.Background(), Options{})
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	var campaigns api.Campaigns
+	switch c, err := e.CampaignControl(); {
+	case err != nil:
+		return fmt.Errorf("config: %w", err)
+	case c != nil:
+		campaigns = c
+	}
+	lambda.Start(e.AdminHandler(campaigns))
 	return nil
 }

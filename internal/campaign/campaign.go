@@ -433,6 +433,12 @@ func (s *Steps) Fail(ctx context.Context, c *notify.Campaign, err error) bool {
 	if err == nil || notify.IsRetryable(err) || notify.IsCode(err, notify.ECONFLICT) || errors.Is(err, context.Canceled) {
 		return false
 	}
+	return s.markFailed(ctx, c, err)
+}
+
+// markFailed is Fail without its judgement of err: for a failure that is final although its
+// code is retryable (the state machine's retries are spent).
+func (s *Steps) markFailed(ctx context.Context, c *notify.Campaign, err error) bool {
 	ferr := s.d.Campaigns.SetCampaignState(ctx, c.ID, notify.CampaignTransition{
 		To: notify.CampaignFailed, Error: notify.ErrorMessage(err), At: s.d.Clock.Now()}, active...)
 	if notify.IsCode(ferr, notify.ECONFLICT) {

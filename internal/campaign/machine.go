@@ -17,6 +17,7 @@ import (
 //	continue → StartExecution next_execution → Done | open) → FetchPage →
 //	DispatchBatches (Map: one SQS message per entry of batches to prepare-bulk) → SaveCursor →
 //	(done → Done | → CheckWindow)
+//	DispatchBatches failing after its retries → Fail → the execution fails
 //
 // with each Lambda step receiving {"step": <name>, "state": MachineState} and returning the new
 // MachineState. The order commit-then-dispatch (see the package doc) is kept: FetchPage commits
@@ -41,6 +42,10 @@ const (
 	StepCheckWindow = "CheckWindow"
 	StepFetchPage   = "FetchPage"
 	StepSaveCursor  = "SaveCursor"
+	// StepFail fails the campaign with the error a state's Catch put in MachineState.Error: a
+	// dispatch that still fails after its retries would otherwise end the execution and leave
+	// the campaign RUNNING with no run.
+	StepFail = "Fail"
 )
 
 // Window values of MachineState.
@@ -72,6 +77,14 @@ type MachineState struct {
 	Iterations int `json:"iterations"`
 	// NextExecution names generation+1 when Window is continue.
 	NextExecution string `json:"next_execution,omitempty"`
+	// Error is what a Catch caught (Step Functions' {"Error", "Cause"}), for the Fail step.
+	Error *StepError `json:"error,omitempty"`
+}
+
+// StepError is a state's failure as a Step Functions Catch passes it on.
+type StepError struct {
+	Error string `json:"Error"`
+	Cause string `json:"Cause,omitempty"`
 }
 
 // historyBudget is how many of Step Functions' 25,000 history events per execution a campaign
@@ -131,8 +144,10 @@ func (m *Machine) Run(ctx context.Context, step string, st MachineState) (Machin
 		st, err = m.fetchPage(ctx, st)
 	case StepSaveCursor:
 		st, err = m.saveCursor(ctx, st)
+	case StepFail:
+		st, err = m.fail(ctx, st)
 	default:
-		return st, notify.Errorf(notify.EINVALID, "unknown campaign step %q (CheckWindow, FetchPage, SaveCursor)", step)
+		return st, notify.Errorf(notify.EINVALID, "unknown campaign step %q (CheckWindow, FetchPage, SaveCursor, Fail)", step)
 	}
 	if err != nil && !notify.IsRetryable(err) && !notify.IsCode(err, notify.ECONFLICT) && ctx.Err() == nil {
 		if c, gerr := m.steps.d.Campaigns.GetCampaign(ctx, st.CampaignID); gerr == nil {
@@ -277,4 +292,30 @@ func (m *Machine) saveCursor(ctx context.Context, st MachineState) (MachineState
 		return st, nil
 	}
 	return st, fmt.Errorf("save cursor %s: %w", st.CampaignID, notify.Errorf(notify.ECONFLICT, "cursor keeps moving"))
+}
+
+// maxCause bounds the caught cause kept in the campaign's error and event.
+const maxCause = 300
+
+// fail marks the campaign FAILED (and emits campaign_failed) with the caught error: the state
+// machine's retries are spent, so for the campaign it is final. A campaign already ended
+// (canceled, completed) is left as it is.
+func (m *Machine) fail(ctx context.Context, st MachineState) (MachineState, error) {
+	c, err := m.steps.d.Campaigns.GetCampaign(ctx, st.CampaignID)
+	if err != nil {
+		return st, fmt.Errorf("fail %s: %w", st.CampaignID, err)
+	}
+	what := "a state of the campaign's execution failed"
+	if e := st.Error; e != nil && e.Error != "" {
+		what = e.Error
+		if cause := e.Cause; cause != "" {
+			if r := []rune(cause); len(r) > maxCause {
+				cause = string(r[:maxCause]) + "…"
+			}
+			what += ": " + cause
+		}
+	}
+	m.steps.markFailed(ctx, c, notify.Errorf(notify.EUNAVAILABLE, "dispatching the campaign's batches failed after retries (%s)", what))
+	st.Batches, st.Done = []json.RawMessage{}, true
+	return st, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -484,5 +485,53 @@ func TestControlReschedule(t *testing.T) {
 	}
 	if len(s.fires) != 2 {
 		t.Fatalf("fires %v: a refused reschedule armed one", s.fires)
+	}
+}
+
+// TestMachineFailStepFailsTheCampaign: when DispatchBatches still fails after its retries, the
+// state machine's Catch hands the error to the Fail step, which fails the campaign (rather than
+// leave it RUNNING with no run); a campaign that ended meanwhile stays as it is.
+func TestMachineFailStepFailsTheCampaign(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.listCampaign(t, "c_sqs", 300, nil)
+	m := e.machine(campaign.MachineConfig{})
+	st, err := m.Run(t.Context(), campaign.StepCheckWindow, campaign.MachineState{CampaignID: "c_sqs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err = m.Run(t.Context(), campaign.StepFetchPage, st); err != nil || len(st.Batches) == 0 {
+		t.Fatalf("fetch page: %v, %d batches", err, len(st.Batches))
+	}
+	// What the Catch passes on (ResultPath $.error), through JSON as in Step Functions.
+	b, _ := json.Marshal(st)
+	var in map[string]any
+	_ = json.Unmarshal(b, &in)
+	in["error"] = map[string]any{"Error": "SQS.SqsException", "Cause": "Rate exceeded (Service: Sqs, Status Code: 400)"}
+	b, _ = json.Marshal(in)
+	var caught campaign.MachineState
+	if err := json.Unmarshal(b, &caught); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.Run(t.Context(), campaign.StepFail, caught)
+	if err != nil {
+		t.Fatalf("fail step: %v", err)
+	}
+	if !out.Done || len(out.Batches) != 0 {
+		t.Errorf("fail step state: done %v, %d batches", out.Done, len(out.Batches))
+	}
+	c := e.campaign(t, "c_sqs")
+	if c.State != notify.CampaignFailed || !strings.Contains(c.Error, "SQS.SqsException") || !strings.Contains(c.Error, "Rate exceeded") {
+		t.Fatalf("campaign %s error %q, want FAILED naming the caught error", c.State, c.Error)
+	}
+
+	// A canceled campaign is not turned into a failed one.
+	e.listCampaign(t, "c_gone", 10, func(c *notify.Campaign) { c.State = notify.CampaignCanceled })
+	if _, err := m.Run(t.Context(), campaign.StepFail, campaign.MachineState{CampaignID: "c_gone",
+		Error: &campaign.StepError{Error: "States.TaskFailed"}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.campaign(t, "c_gone"); c.State != notify.CampaignCanceled {
+		t.Fatalf("canceled campaign is now %s", c.State)
 	}
 }

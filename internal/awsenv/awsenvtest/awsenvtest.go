@@ -76,6 +76,7 @@ services:
   - name: demo
     api_keys: [test-demo-key-123]
     iam_principals: ["arn:aws:iam::000000000000:role/demo-service"]
+    admin: true
 retry: {base: 1s, max: 2s}
 providers:
   fcm: {apps: {default: {project_id: herald-test, endpoint: %q}}}
