@@ -215,13 +215,21 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 			// email and SMS belong to user audiences, and the inbox of an app-devices audience is
 			// the campaign's one broadcast (campaign.Steps.SaveCursor), merged into the inbox
 			// reads of the users it targets: no item, and no delivery, per member.
+			//
+			// Such a member that is skipped is skipped as its device, not as its user: a user
+			// with two phones and no marketing consent is two members, and two skipped
+			// deliveries, so a campaign's totals add up to its members.
 			device := r.FCMToken + r.APNsToken
+			skip := b.skipUser
+			if device != "" {
+				skip = func(user string, ch notify.Channel, reason string) { b.skipDevice(user, ch, device, reason) }
+			}
 			for _, ch := range n.Channels {
 				if device != "" && (ch == notify.ChannelEmail || ch == notify.ChannelSMS || ch == notify.ChannelInbox) {
 					continue
 				}
 				if ok, reason := pref.Allows(ch, n.Category); !ok {
-					b.skipUser(r.UserID, ch, reason)
+					skip(r.UserID, ch, reason)
 					continue
 				}
 				switch ch {
@@ -231,7 +239,7 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 						devs = onlyToken(devs, device)
 					}
 					if len(devs) == 0 {
-						b.skipUser(r.UserID, ch, notify.ReasonNoAddress)
+						skip(r.UserID, ch, notify.ReasonNoAddress)
 					}
 					for _, d := range devs {
 						b.add(r.UserID, ch, providerOf(d.Platform), d.App, d.Token, d.Locale, d.Environment).
@@ -345,6 +353,21 @@ func (b *builder) skipUser(user string, ch notify.Channel, reason string) {
 	b.seen[id] = true
 	b.ds = append(b.ds, notify.Delivery{
 		ID: id, NotificationID: b.n.ID, UserID: user, Channel: ch, AddressMasked: "user:" + user,
+		Status: notify.DeliverySkipped, Reason: reason, UpdatedAt: b.now,
+	})
+}
+
+// skipDevice is skipUser for a member that is one device of user: the skipped delivery has the
+// id the device's delivery would have had, so each device member is one delivery whether it is
+// sent or skipped.
+func (b *builder) skipDevice(user string, ch notify.Channel, token, reason string) {
+	id := notify.DeliveryID(b.n.ID, ch, token)
+	if b.seen[id] {
+		return
+	}
+	b.seen[id] = true
+	b.ds = append(b.ds, notify.Delivery{
+		ID: id, NotificationID: b.n.ID, UserID: user, Channel: ch, AddressMasked: notify.MaskAddress(ch, token),
 		Status: notify.DeliverySkipped, Reason: reason, UpdatedAt: b.now,
 	})
 }
