@@ -127,7 +127,8 @@ func runCampaignWatch(args []string) error {
 		}
 		lastDone, lastAt = done, now
 		fmt.Print("\r" + progressLine(st, rate, 30) + "\x1b[K")
-		if notify.CampaignState(st.State).Final() {
+		// COMPLETED means the audience is dispatched; its last deliveries may still be going.
+		if notify.CampaignState(st.State).Final() && (st.State != string(notify.CampaignCompleted) || st.Totals.Pending == 0) {
 			fmt.Println()
 			return nil
 		}

@@ -233,12 +233,28 @@ type Stats struct {
 	// their reason (opted_out, quiet_hours, unregistered, …).
 	SkippedByReason map[string]int `json:"skipped_by_reason,omitempty"`
 	FailedByReason  map[string]int `json:"failed_by_reason,omitempty"`
+	// MembersPrepared is how many recipients the prepared chunks of the bulk lane held
+	// (CountMembers): a campaign's members beyond it are dispatched but not yet resolved into
+	// deliveries.
+	MembersPrepared int `json:"members_prepared,omitempty"`
 }
 
 // reasonMark starts the counter keys that count outcomes by reason. Stores keep them beside the
 // per-channel counters, changed in the same atomic update, and SplitReasons moves them out of
 // Channels when stats are read.
 const reasonMark = "~"
+
+// membersKey is the counter key under which a bulk chunk's recipients are counted (its Total),
+// moved into Stats.MembersPrepared by SplitReasons.
+const membersKey Channel = "#members"
+
+// CountMembers adds n prepared recipients to a chunk's delta (BatchStore.AddChunk), so the
+// members resolved so far are counted in the same write as the chunk's deliveries.
+func CountMembers(delta map[Channel]ChannelStats, n int) {
+	cs := delta[membersKey]
+	cs.Total += n
+	delta[membersKey] = cs
+}
 
 // CountDelivery adds one delivery of channel ch in status st to delta: to Total when created is
 // set, to its outcome when st is terminal, and, skipped or failed with a reason, to that reason.
@@ -262,9 +278,15 @@ func CountDelivery(delta map[Channel]ChannelStats, ch Channel, st DeliveryStatus
 }
 
 // SplitReasons moves the by-reason counters a store read into SkippedByReason and
-// FailedByReason, leaving only real channels in Channels.
+// FailedByReason, and the members counter into MembersPrepared, leaving only real channels in
+// Channels.
 func (s *Stats) SplitReasons() {
 	for k, cs := range s.Channels {
+		if k == membersKey {
+			s.MembersPrepared += cs.Total
+			delete(s.Channels, k)
+			continue
+		}
 		reason, ok := strings.CutPrefix(string(k), reasonMark)
 		if !ok {
 			continue

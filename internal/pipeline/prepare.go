@@ -126,7 +126,9 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 	if bulk {
 		// Counted once, with the marker, after the batches are safely enqueued. A crash before
 		// this re-runs the chunk; its batches carry the same ids and are claimed once.
-		if _, err := p.store.AddChunk(ctx, n.ID, pm.Chunk, tally(ds)); err != nil {
+		delta := tally(ds)
+		notify.CountMembers(delta, len(rs))
+		if _, err := p.store.AddChunk(ctx, n.ID, pm.Chunk, delta); err != nil {
 			return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
 		}
 	}
