@@ -123,6 +123,18 @@ func (s *server) createCampaign(w http.ResponseWriter, r *http.Request) error {
 	if err := s.scopeAudience(r, c); err != nil {
 		return err
 	}
+	if req.IdempotencyKey != "" {
+		// A campaign created with this key before campaign ids had their own prefix has the
+		// key's notification id: a retry of that create is answered with it, not made twice.
+		legacy := notify.NotificationIDFor(service, req.IdempotencyKey, now)
+		if old, err := s.campaigns.GetCampaign(ctx, legacy); err == nil && old.Service == service {
+			w.Header().Set("Location", "/v1/campaigns/"+url.PathEscape(old.ID))
+			writeJSON(w, http.StatusOK, campaignState{ID: old.ID, State: old.State})
+			return nil
+		} else if err != nil && !notify.IsCode(err, notify.ENOTFOUND) {
+			return fmt.Errorf("look up campaign %s: %w", legacy, err)
+		}
+	}
 	stored, created, err := s.campaigns.CreateCampaign(ctx, c)
 	if err != nil {
 		if notify.IsCode(err, notify.ECONFLICT) {

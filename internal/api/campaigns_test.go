@@ -145,6 +145,20 @@ func TestCampaignIDsAndFinishedCancel(t *testing.T) {
 	}
 	wantStatus(t, e.do(t, "GET", "/v1/campaigns/"+old.ID, ordersKey, nil), http.StatusOK)
 	wantError(t, e.do(t, "GET", "/v1/notifications/"+old.ID, ordersKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+	// One created with an idempotency key then has the key's n_ id: a retry of its create
+	// finds it instead of making a c_ twin.
+	keyed := *old
+	keyed.ID = notify.NotificationIDFor("orders", "legacy-sale", e.clock.Now())
+	if _, _, err := e.store.CreateCampaign(context.Background(), &keyed); err != nil {
+		t.Fatal(err)
+	}
+	body := campaignBody()
+	body["idempotency_key"] = "legacy-sale"
+	rec = e.do(t, "POST", "/v1/campaigns", ordersKey, body)
+	wantStatus(t, rec, http.StatusOK)
+	if got := decodeBody[campaignState](t, rec); got.ID != keyed.ID {
+		t.Fatalf("retry of a legacy keyed create made %s, want %s", got.ID, keyed.ID)
+	}
 
 	// COMPLETED: cancel is a 409 already_finished.
 	if err := e.store.SetCampaignState(context.Background(), acc.ID, notify.CampaignTransition{To: notify.CampaignCompleted, At: e.clock.Now()}); err != nil {
