@@ -39,7 +39,8 @@ const (
 	ReasonRejected         = "rejected" // provider refused (invalid number, bad payload…)
 	ReasonRetriesExhausted = "retries_exhausted"
 	ReasonCanceled         = "canceled"
-	ReasonExpired          = "expired" // the reason EXPIRED deliveries are counted under
+	ReasonDuplicate        = "duplicate" // a bulk recipient repeated within its chunk, reached once
+	ReasonExpired          = "expired"   // the reason EXPIRED deliveries are counted under
 )
 
 // Delivery is one notification × recipient × channel × address.
