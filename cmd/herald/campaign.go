@@ -156,7 +156,8 @@ Exits 0 when the campaign COMPLETED, 3 when it ended CANCELED or FAILED (with it
 			}
 			lastLine = line
 		}
-		if state.Final() {
+		// COMPLETED means the audience is dispatched; its last deliveries may still be going.
+		if state.Final() && (state != notify.CampaignCompleted || st.Totals.Pending == 0) {
 			if tty {
 				fmt.Fprintln(out)
 			}

@@ -126,6 +126,18 @@ func (s *server) createCampaign(w http.ResponseWriter, r *http.Request) error {
 	if err := s.scopeAudience(r, c); err != nil {
 		return err
 	}
+	if req.IdempotencyKey != "" {
+		// A campaign created with this key before campaign ids had their own prefix has the
+		// key's notification id: a retry of that create is answered with it, not made twice.
+		legacy := notify.NotificationIDFor(service, req.IdempotencyKey, now)
+		if old, err := s.campaigns.GetCampaign(ctx, legacy); err == nil && old.Service == service {
+			w.Header().Set("Location", "/v1/campaigns/"+url.PathEscape(old.ID))
+			writeJSON(w, http.StatusOK, campaignState{ID: old.ID, State: old.State})
+			return nil
+		} else if err != nil && !notify.IsCode(err, notify.ENOTFOUND) {
+			return fmt.Errorf("look up campaign %s: %w", legacy, err)
+		}
+	}
 	stored, created, err := s.campaigns.CreateCampaign(ctx, c)
 	if err != nil {
 		if notify.IsCode(err, notify.ECONFLICT) {
@@ -164,10 +176,7 @@ func (req *campaignRequest) campaign(service string, now time.Time) (*notify.Cam
 	if req.Category == "" {
 		req.Category = notify.CategoryMarketing
 	}
-	id := notify.NewID("n_", now)
-	if req.IdempotencyKey != "" {
-		id = notify.NotificationIDFor(service, req.IdempotencyKey, now)
-	}
+	id := notify.CampaignIDFor(service, req.IdempotencyKey, now)
 	c := &notify.Campaign{
 		ID: id, Service: service,
 		Notification: notify.Notification{Category: req.Category, Channels: req.Channels, Content: req.Content},
@@ -202,6 +211,9 @@ func (req *campaignRequest) campaign(service string, now time.Time) (*notify.Cam
 func (s *server) ownCampaign(r *http.Request, id string) (*notify.Campaign, error) {
 	c, err := s.campaigns.GetCampaign(r.Context(), id)
 	if notify.IsCode(err, notify.ENOTFOUND) || (err == nil && c.Service != serviceOf(r)) {
+		if !notify.IsCampaignID(id) {
+			return nil, notify.Errorf(notify.ENOTFOUND, "campaign %s not found; a notification is at /v1/notifications/%s", id, id)
+		}
 		return nil, notify.Errorf(notify.ENOTFOUND, "campaign %s not found", id)
 	}
 	if err != nil {
@@ -304,6 +316,9 @@ func (s *server) resumeCampaign(w http.ResponseWriter, r *http.Request) error {
 	return s.transitionCampaign(w, r, "resume", s.campaigns.Resume)
 }
 
+// cancelCampaign cancels a campaign that has not finished. Cancelling twice answers the same
+// (200, CANCELED), as for notifications; a campaign that already ended otherwise (COMPLETED,
+// FAILED) is a 409 already_finished.
 func (s *server) cancelCampaign(w http.ResponseWriter, r *http.Request) error {
 	return s.transitionCampaign(w, r, "cancel", s.campaigns.Cancel)
 }
@@ -317,9 +332,21 @@ func (s *server) transitionCampaign(w http.ResponseWriter, r *http.Request, verb
 	if err != nil {
 		return err
 	}
+	canceled := func(c *notify.Campaign) bool { return verb == "cancel" && c.State == notify.CampaignCanceled }
+	if canceled(c) {
+		writeJSON(w, http.StatusOK, campaignState{ID: id, State: c.State})
+		return nil
+	}
 	if err := move(r.Context(), id); err != nil {
 		if notify.IsCode(err, notify.ECONFLICT) {
 			if c, gerr := s.ownCampaign(r, id); gerr == nil {
+				switch {
+				case canceled(c): // a concurrent cancel won: the answer is the same
+					writeJSON(w, http.StatusOK, campaignState{ID: id, State: c.State})
+					return nil
+				case c.State.Final():
+					return notify.Wrap(notify.EFINISHED, err, "campaign %s is %s: it already ended and can't %s", id, c.State, verb)
+				}
 				return notify.Wrap(notify.ECONFLICT, err, "campaign %s is %s; it can't %s", id, c.State, verb)
 			}
 			return notify.Wrap(notify.ECONFLICT, err, "campaign %s can't %s in its current state", id, verb)

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,13 +76,15 @@ func TestCampaignLifecycle(t *testing.T) {
 	}
 	wantError(t, e.do(t, "GET", "/v1/campaigns/"+acc.ID, billingKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
 
-	// SCHEDULED can't be paused or resumed; it can be canceled, once.
+	// SCHEDULED can't be paused or resumed; it can be canceled, and cancelling again answers
+	// the same, as for a notification.
+	var first string
 	for _, c := range []struct {
 		verb   string
 		status int
 		state  notify.CampaignState
 	}{
-		{"pause", 409, ""}, {"resume", 409, ""}, {"cancel", 200, notify.CampaignCanceled}, {"cancel", 409, ""},
+		{"pause", 409, ""}, {"resume", 409, ""}, {"cancel", 200, notify.CampaignCanceled}, {"cancel", 200, notify.CampaignCanceled},
 	} {
 		rec := e.do(t, "POST", "/v1/campaigns/"+acc.ID+"/"+c.verb, ordersKey, nil)
 		wantDocumented(t, "POST", "/v1/campaigns/{id}/"+c.verb, rec)
@@ -93,6 +96,81 @@ func TestCampaignLifecycle(t *testing.T) {
 		if got := decodeBody[campaignState](t, rec); got.State != c.state {
 			t.Fatalf("%s: state %s, want %s", c.verb, got.State, c.state)
 		}
+		if first == "" {
+			first = rec.Body.String()
+		} else if rec.Body.String() != first {
+			t.Fatalf("repeated cancel answered %s, the first %s", rec.Body, first)
+		}
+	}
+	rec = e.do(t, "DELETE", "/v1/campaigns/"+acc.ID, ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	if rec.Body.String() != first {
+		t.Fatalf("DELETE after cancel answered %s, want %s", rec.Body, first)
+	}
+}
+
+// A campaign id is not a notification id: the notification routes send the caller to
+// /v1/campaigns, and a campaign that already ended can't be canceled — the same code as for a
+// notification that went out.
+func TestCampaignIDsAndFinishedCancel(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withCampaigns())
+	rec := e.do(t, "POST", "/v1/campaigns", ordersKey, campaignBody())
+	wantStatus(t, rec, http.StatusAccepted)
+	acc := decodeBody[campaignState](t, rec)
+	if !strings.HasPrefix(acc.ID, notify.CampaignIDPrefix) {
+		t.Fatalf("campaign id %s, want the %s prefix", acc.ID, notify.CampaignIDPrefix)
+	}
+	for _, method := range []string{"GET", "DELETE"} {
+		got := wantError(t, e.do(t, method, "/v1/notifications/"+acc.ID, ordersKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+		if !strings.Contains(got.Message, "/v1/campaigns/"+acc.ID) {
+			t.Fatalf("%s: 404 message %q does not point to /v1/campaigns/%s", method, got.Message, acc.ID)
+		}
+	}
+	got := wantError(t, e.do(t, "PATCH", "/v1/notifications/"+acc.ID, ordersKey, map[string]any{"send_at": e.clock.Now().Add(time.Hour)}),
+		http.StatusNotFound, notify.ENOTFOUND, "")
+	if !strings.Contains(got.Message, "/v1/campaigns/") {
+		t.Fatalf("PATCH: 404 message %q", got.Message)
+	}
+
+	// A campaign stored before the c_ prefix keeps its n_ id and stays a campaign only.
+	old := &notify.Campaign{ID: notify.NewID(notify.NotificationIDPrefix, e.clock.Now()), Service: "orders",
+		Notification: notify.Notification{Category: notify.CategoryMarketing, Channels: []notify.Channel{notify.ChannelPush},
+			Content: notify.Content{Body: "old"}},
+		Audience: notify.Audience{Sources: []notify.Segment{{Kind: notify.AudienceAppDevices, App: "default"}}},
+		State:    notify.CampaignRunning, CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()}
+	old.ApplyDefaults()
+	if _, _, err := e.store.CreateCampaign(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, e.do(t, "GET", "/v1/campaigns/"+old.ID, ordersKey, nil), http.StatusOK)
+	wantError(t, e.do(t, "GET", "/v1/notifications/"+old.ID, ordersKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+	// One created with an idempotency key then has the key's n_ id: a retry of its create
+	// finds it instead of making a c_ twin.
+	keyed := *old
+	keyed.ID = notify.NotificationIDFor("orders", "legacy-sale", e.clock.Now())
+	if _, _, err := e.store.CreateCampaign(context.Background(), &keyed); err != nil {
+		t.Fatal(err)
+	}
+	body := campaignBody()
+	body["idempotency_key"] = "legacy-sale"
+	rec = e.do(t, "POST", "/v1/campaigns", ordersKey, body)
+	wantStatus(t, rec, http.StatusOK)
+	if got := decodeBody[campaignState](t, rec); got.ID != keyed.ID {
+		t.Fatalf("retry of a legacy keyed create made %s, want %s", got.ID, keyed.ID)
+	}
+
+	// COMPLETED: cancel is a 409 already_finished.
+	if err := e.store.SetCampaignState(context.Background(), acc.ID, notify.CampaignTransition{To: notify.CampaignCompleted, At: e.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, method := range []string{"POST", "DELETE"} {
+		path := "/v1/campaigns/" + acc.ID
+		if method == "POST" {
+			path += "/cancel"
+		}
+		rec := e.do(t, method, path, ordersKey, nil)
+		wantError(t, rec, http.StatusConflict, notify.EFINISHED, "")
 	}
 }
 

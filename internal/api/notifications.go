@@ -39,14 +39,19 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	id := notify.NotificationIDFor(service, req.IdempotencyKey, now)
-	w.Header().Set("Location", "/v1/notifications/"+url.PathEscape(id))
+	fingerprint := notify.RequestFingerprint(&req)
 
 	// A retry of a request ingest already stored gets its current status and is not queued
-	// again. A retry that races the first one through the queue is deduped by ingest instead.
+	// again; another request under the same key is refused. A retry that races the first one
+	// through the queue is deduped by ingest instead, which dead-letters a different request.
 	if req.IdempotencyKey != "" {
 		n, err := s.store.GetNotification(ctx, id)
 		switch {
+		case err == nil && n.Service == service && n.Fingerprint != "" && n.Fingerprint != fingerprint:
+			return &notify.Error{Code: notify.EKEYREUSED, Field: "idempotency_key", Message: fmt.Sprintf(
+				"idempotency_key already names notification %s, sent with a different request; use a new key for a new notification", id)}
 		case err == nil && n.Service == service:
+			w.Header().Set("Location", "/v1/notifications/"+url.PathEscape(id))
 			writeJSON(w, http.StatusOK, acceptedResponse{ID: id, Status: n.Status})
 			return nil
 		case err != nil && !notify.IsCode(err, notify.ENOTFOUND):
@@ -66,7 +71,7 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 	msg := notify.OutMessage{
 		Body:       body,
 		GroupID:    service,
-		Attributes: map[string]string{notify.AttrNotificationID: id},
+		Attributes: map[string]string{notify.AttrNotificationID: id, notify.AttrFingerprint: fingerprint},
 	}
 	if err := s.queue.Send(ctx, notify.IngestQueue(service), msg); err != nil {
 		if notify.IsCode(err, notify.ETOOLARGE) {
@@ -80,6 +85,7 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 		}
 		return fmt.Errorf("enqueue notification %s: %w", id, err)
 	}
+	w.Header().Set("Location", "/v1/notifications/"+url.PathEscape(id))
 	status := notify.StatusAccepted
 	if req.SendAt != nil && req.SendAt.After(now) {
 		status = notify.StatusScheduled
@@ -100,8 +106,12 @@ type notificationView struct {
 	UpdatedAt      time.Time                       `json:"updated_at"`
 	SendAt         *time.Time                      `json:"send_at"`
 	Stats          map[notify.Channel]channelStats `json:"stats"`
-	Deliveries     []deliveryView                  `json:"deliveries"`
-	NextCursor     string                          `json:"next_cursor"`
+	// SkippedByReason and FailedByReason break the skipped and failed deliveries of every
+	// channel down by reason (opted_out, suppressed, expired, …), as a campaign's totals do.
+	SkippedByReason map[string]int `json:"skipped_by_reason"`
+	FailedByReason  map[string]int `json:"failed_by_reason"`
+	Deliveries      []deliveryView `json:"deliveries"`
+	NextCursor      string         `json:"next_cursor"`
 }
 
 // channelStats are a channel's delivery counts; Pending is those not yet in an end state.
@@ -139,31 +149,29 @@ func (s *server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	n, err := s.store.GetNotification(ctx, id)
-	if notify.IsCode(err, notify.ENOTFOUND) || (err == nil && n.Service != serviceOf(r)) {
-		// Another service's notification is reported exactly like a missing one.
-		return notify.Errorf(notify.ENOTFOUND, "notification %s not found; if it was just accepted it may still be queued, try again in a moment", id)
-	}
+	n, err := s.ownNotification(r, id)
 	if err != nil {
-		return fmt.Errorf("get notification %s: %w", id, err)
+		return err
 	}
 	ds, next, err := s.store.ListDeliveries(ctx, id, cursor, limit)
 	if err != nil {
 		return fmt.Errorf("list deliveries of %s: %w", id, err)
 	}
 	v := notificationView{
-		ID:             n.ID,
-		Service:        n.Service,
-		IdempotencyKey: n.IdempotencyKey,
-		Status:         n.Status,
-		Category:       n.Category,
-		Channels:       n.Channels,
-		CreatedAt:      utc(n.CreatedAt),
-		UpdatedAt:      utc(n.UpdatedAt),
-		SendAt:         utcPtr(n.SendAt),
-		Stats:          statsView(n),
-		Deliveries:     make([]deliveryView, 0, len(ds)),
-		NextCursor:     s.sealCursor("deliveries", id, next),
+		ID:              n.ID,
+		Service:         n.Service,
+		IdempotencyKey:  n.IdempotencyKey,
+		Status:          n.Status,
+		Category:        n.Category,
+		Channels:        n.Channels,
+		CreatedAt:       utc(n.CreatedAt),
+		UpdatedAt:       utc(n.UpdatedAt),
+		SendAt:          utcPtr(n.SendAt),
+		Stats:           statsView(n),
+		SkippedByReason: orEmpty(n.Stats.SkippedByReason),
+		FailedByReason:  orEmpty(n.Stats.FailedByReason),
+		Deliveries:      make([]deliveryView, 0, len(ds)),
+		NextCursor:      s.sealCursor("deliveries", id, next),
 	}
 	if v.Channels == nil {
 		v.Channels = []notify.Channel{}

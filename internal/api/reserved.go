@@ -42,16 +42,28 @@ func validSendAt(at *time.Time, now time.Time) error {
 }
 
 // ownNotification returns the caller's notification id; another service's is reported exactly
-// like a missing one.
+// like a missing one. A campaign's id — c_, or an older n_ campaign still dispatching — is not a
+// notification here: its notification is the campaign's internal bookkeeping, served as the
+// campaign by /v1/campaigns/{id}.
 func (s *server) ownNotification(r *http.Request, id string) (*notify.Notification, error) {
+	if notify.IsCampaignID(id) {
+		return nil, campaignNotNotification(id)
+	}
 	n, err := s.store.GetNotification(r.Context(), id)
 	if notify.IsCode(err, notify.ENOTFOUND) || (err == nil && n.Service != serviceOf(r)) {
 		return nil, notify.Errorf(notify.ENOTFOUND, "notification %s not found; if it was just accepted it may still be queued, try again in a moment", id)
+	}
+	if err == nil && n.Status == notify.StatusDispatching {
+		return nil, campaignNotNotification(id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get notification %s: %w", id, err)
 	}
 	return n, nil
+}
+
+func campaignNotNotification(id string) error {
+	return notify.Errorf(notify.ENOTFOUND, "%s is a campaign, not a notification: see /v1/campaigns/%s", id, id)
 }
 
 // rescheduleNotification moves a SCHEDULED notification's send_at. The new fire is armed before
@@ -61,6 +73,9 @@ func (s *server) ownNotification(r *http.Request, id string) (*notify.Notificati
 func (s *server) rescheduleNotification(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	id := r.PathValue("id")
+	if notify.IsCampaignID(id) {
+		return campaignNotNotification(id)
+	}
 	var req rescheduleRequest
 	if err := s.decodeSendAt(w, r, &req); err != nil {
 		return err
@@ -111,8 +126,11 @@ func (s *server) cancelNotification(w http.ResponseWriter, r *http.Request) erro
 			if n, err = s.ownNotification(r, id); err != nil {
 				return err
 			}
-			if n.Status != notify.StatusCanceled {
-				return notify.Errorf(notify.ECONFLICT, "notification %s is %s: it already went out and can't be canceled", id, n.Status)
+			switch {
+			case n.Status.Final() && n.Status != notify.StatusCanceled:
+				return notify.Errorf(notify.EFINISHED, "notification %s is %s: it already went out and can't be canceled", id, n.Status)
+			case n.Status != notify.StatusCanceled:
+				return notify.Errorf(notify.ECONFLICT, "notification %s is %s: it is going out and can't be canceled", id, n.Status)
 			}
 		} else if err != nil {
 			return fmt.Errorf("cancel %s: %w", id, err)

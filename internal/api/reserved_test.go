@@ -240,4 +240,13 @@ func TestCancelNotification(t *testing.T) {
 	rec = e.do(t, "DELETE", "/v1/notifications/n_proc", ordersKey, nil)
 	wantError(t, rec, http.StatusConflict, notify.ECONFLICT, "")
 	wantDocumented(t, "DELETE", "/v1/notifications/{id}", rec)
+	// Finished (SENT, or SKIPPED, …): 409 already_finished, the code a finished campaign gets.
+	for _, st := range []notify.NotificationStatus{notify.StatusSent, notify.StatusSkipped} {
+		if err := e.store.SetNotificationStatus(ctx, "n_proc", st); err != nil {
+			t.Fatal(err)
+		}
+		rec = e.do(t, "DELETE", "/v1/notifications/n_proc", ordersKey, nil)
+		wantError(t, rec, http.StatusConflict, notify.EFINISHED, "")
+		wantDocumented(t, "DELETE", "/v1/notifications/{id}", rec)
+	}
 }

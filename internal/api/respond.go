@@ -36,7 +36,7 @@ func statusFor(code string) int {
 		return http.StatusForbidden
 	case notify.ENOTFOUND:
 		return http.StatusNotFound
-	case notify.ECONFLICT:
+	case notify.ECONFLICT, notify.EKEYREUSED, notify.EFINISHED:
 		return http.StatusConflict
 	case notify.ETOOLARGE:
 		return http.StatusRequestEntityTooLarge

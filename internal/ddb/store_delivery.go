@@ -440,7 +440,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, notificationID string, u
 	for i, u := range updates {
 		if u.Status != notify.DeliveryPending && !u.Status.Terminal() {
 			return 0, wrapErr(op, notify.FieldError(fmt.Sprintf("updates[%d].status", i),
-				"verdict must be SENT, FAILED, SKIPPED or PENDING, not %q", u.Status))
+				"verdict must be SENT, FAILED, SKIPPED, EXPIRED or PENDING, not %q", u.Status))
 		}
 	}
 	if len(updates) == 0 {

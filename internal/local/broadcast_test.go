@@ -49,8 +49,8 @@ func (e *env) campaignToApp(app, title string, channels ...notify.Channel) strin
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if st := e.waitFinal(created.ID); st.Status != string(notify.StatusSent) {
-		e.t.Fatalf("campaign notification %s is %s, want SENT", created.ID, st.Status)
+	if n := e.waitStored(created.ID); n.Status != notify.StatusSent {
+		e.t.Fatalf("campaign notification %s is %s, want SENT", created.ID, n.Status)
 	}
 	return created.ID
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // Canceling a running push+inbox campaign stops its sends and takes its inbox broadcast out of
-// every inbox; canceling it again is a 409 that changes nothing.
+// every inbox; canceling it again answers the same 200 and changes nothing.
 func TestCanceledCampaignLeavesTheInbox(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -37,7 +37,7 @@ func TestCanceledCampaignLeavesTheInbox(t *testing.T) {
 	if items := e.inbox("cc00000"); len(items) != 0 {
 		t.Fatalf("after cancel the inbox shows %+v", items)
 	}
-	e.mustDo("DELETE", "/v1/campaigns/"+created.ID, nil, 409)
+	e.mustDo("DELETE", "/v1/campaigns/"+created.ID, nil, 200)
 	time.Sleep(500 * time.Millisecond)
 	c, err := e.rt.Store.GetCampaign(ctx, created.ID)
 	if err != nil {

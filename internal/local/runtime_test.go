@@ -255,6 +255,10 @@ func TestFailurePaths(t *testing.T) {
 	if len(st2.Deliveries) != 1 || st2.Deliveries[0].Status != "SKIPPED" || st2.Deliveries[0].Reason != "suppressed" {
 		t.Fatalf("second email deliveries = %+v, want one SKIPPED suppressed", st2.Deliveries)
 	}
+	// Nothing was sent and nothing failed: the notification says SKIPPED, not FAILED.
+	if st2.Status != "SKIPPED" {
+		t.Fatalf("second email status = %s, want SKIPPED", st2.Status)
+	}
 	if n := e.deliveredTo("bob+bounce@example.com"); n != 1 {
 		t.Fatalf("bounced address got %d emails, want only the first", n)
 	}

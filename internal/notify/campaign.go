@@ -153,12 +153,19 @@ func (c CampaignCursor) Clone() CampaignCursor {
 // CampaignProgress is read from the campaign's notification: its counters move atomically with
 // the deliveries (DeliveryStore), so progress is exact at any moment.
 type CampaignProgress struct {
-	Members         int            `json:"members"` // recipients dispatched so far
-	Total           int            `json:"total"`   // deliveries created so far
-	Sent            int            `json:"sent"`
-	Failed          int            `json:"failed"`
-	Skipped         int            `json:"skipped"`
-	Pending         int            `json:"pending"` // created, not yet in an end state
+	Members int `json:"members"` // recipients dispatched so far
+	Total   int `json:"total"`   // deliveries created so far
+	Sent    int `json:"sent"`
+	Failed  int `json:"failed"`
+	Skipped int `json:"skipped"`
+	// Pending is the deliveries created and not yet in an end state, plus the members
+	// dispatched whose chunk is not prepared yet (Unprepared): a member is counted as pending
+	// until its deliveries exist, so a campaign whose members are one delivery each (devices)
+	// always has sent + failed + skipped + pending = members.
+	Pending int `json:"pending"`
+	// Unprepared is how many of Members have no deliveries yet (their chunk is queued for
+	// prepare); it is part of Pending.
+	Unprepared      int            `json:"unprepared"`
 	SkippedByReason map[string]int `json:"skipped_by_reason,omitempty"`
 	FailedByReason  map[string]int `json:"failed_by_reason,omitempty"`
 	// Unpaged is how many audience members are not dispatched yet, at most (AudienceSource.Remaining).
@@ -169,9 +176,14 @@ type CampaignProgress struct {
 // comes from the audience.
 func ProgressOf(c CampaignCursor, st Stats, unpaged int) CampaignProgress {
 	t := st.Sum()
+	unprepared := max(0, c.Members-st.MembersPrepared)
+	if st.MembersPrepared == 0 && st.ChunksTotal > 0 && st.ChunksPrepared >= st.ChunksTotal {
+		unprepared = 0 // prepared before members were counted: every chunk is
+	}
 	return CampaignProgress{
 		Members: c.Members, Total: t.Total, Sent: t.Sent, Failed: t.Failed, Skipped: t.Skipped,
-		Pending: t.Total - t.Done(), SkippedByReason: st.SkippedByReason, FailedByReason: st.FailedByReason,
+		Pending: t.Total - t.Done() + unprepared, Unprepared: unprepared,
+		SkippedByReason: st.SkippedByReason, FailedByReason: st.FailedByReason,
 		Unpaged: unpaged,
 	}
 }

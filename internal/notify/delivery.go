@@ -16,11 +16,15 @@ const (
 	DeliverySent    DeliveryStatus = "SENT"
 	DeliveryFailed  DeliveryStatus = "FAILED"
 	DeliverySkipped DeliveryStatus = "SKIPPED"
+	// DeliveryExpired: the notification's TTL passed before this delivery could be sent (it was
+	// still retrying, held for quiet hours or queued), so it is never sent late. Counted as
+	// failed with reason "expired".
+	DeliveryExpired DeliveryStatus = "EXPIRED"
 )
 
 // Terminal reports whether s is an end state.
 func (s DeliveryStatus) Terminal() bool {
-	return s == DeliverySent || s == DeliveryFailed || s == DeliverySkipped
+	return s == DeliverySent || s == DeliveryFailed || s == DeliverySkipped || s == DeliveryExpired
 }
 
 // Reasons recorded on SKIPPED and FAILED deliveries.
@@ -35,6 +39,8 @@ const (
 	ReasonRejected         = "rejected" // provider refused (invalid number, bad payload…)
 	ReasonRetriesExhausted = "retries_exhausted"
 	ReasonCanceled         = "canceled"
+	ReasonDuplicate        = "duplicate" // a bulk recipient repeated within its chunk, reached once
+	ReasonExpired          = "expired"   // the reason EXPIRED deliveries are counted under
 )
 
 // Delivery is one notification × recipient × channel × address.
@@ -83,7 +89,7 @@ func NormalizeAddress(c Channel, address string) string {
 // DeliveryUpdate is a sender's verdict on one claimed delivery.
 type DeliveryUpdate struct {
 	ID                string
-	Status            DeliveryStatus // SENT, FAILED, SKIPPED; or PENDING to release for a retry
+	Status            DeliveryStatus // SENT, FAILED, SKIPPED, EXPIRED; or PENDING to release for a retry
 	Reason            string
 	Detail            string
 	ProviderMessageID string

@@ -22,6 +22,13 @@ const (
 	ESUPPRESSED   = "suppressed"    // address is on the suppression list; permanent
 	EAUTH         = "provider_auth" // our provider credentials were refused; retryable (an operator fixes it)
 	EINTERNAL     = "internal"      // anything unclassified; retryable so nothing is lost
+
+	// EKEYREUSED: an idempotency key already names a notification made from a different
+	// request; permanent (the caller must pick a new key). A conflict: HTTP 409.
+	EKEYREUSED = "idempotency_key_reused"
+	// EFINISHED: the notification or campaign already reached an end state, so it can't be
+	// canceled (or changed) any more; permanent. A conflict: HTTP 409.
+	EFINISHED = "already_finished"
 )
 
 // retryable is the one table that decides whether a failure is tried again.

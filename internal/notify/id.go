@@ -19,13 +19,33 @@ func NewID(prefix string, now time.Time) string {
 	return prefix + idEncoding.EncodeToString(b[:])
 }
 
+// Id prefixes: a notification's id starts with n_, a campaign's with c_ (its notification shares
+// the campaign's id). Campaigns created before the c_ prefix existed keep their n_ ids.
+const (
+	NotificationIDPrefix = "n_"
+	CampaignIDPrefix     = "c_"
+)
+
+// IsCampaignID reports whether id has the campaign prefix.
+func IsCampaignID(id string) bool { return strings.HasPrefix(id, CampaignIDPrefix) }
+
+// CampaignIDFor is NotificationIDFor for campaigns: the same derivation under the c_ prefix, so
+// a campaign and a notification sent with the same idempotency key are different things.
+func CampaignIDFor(service, idempotencyKey string, now time.Time) string {
+	return idFor(CampaignIDPrefix, service, idempotencyKey, now)
+}
+
 // NotificationIDFor returns the id of the notification a service sends with an idempotency
 // key: derived from the pair, so a repeated request gets the first request's id even before
 // the first one is stored. Without a key the id is random.
 func NotificationIDFor(service, idempotencyKey string, now time.Time) string {
+	return idFor(NotificationIDPrefix, service, idempotencyKey, now)
+}
+
+func idFor(prefix, service, idempotencyKey string, now time.Time) string {
 	if idempotencyKey == "" {
-		return NewID("n_", now)
+		return NewID(prefix, now)
 	}
 	h := sha256.Sum256([]byte(service + "\x00" + idempotencyKey))
-	return "n_" + strings.ToLower(idEncoding.EncodeToString(h[:16]))
+	return prefix + strings.ToLower(idEncoding.EncodeToString(h[:16]))
 }

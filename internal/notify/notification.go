@@ -62,7 +62,10 @@ const (
 	StatusSent          NotificationStatus = "SENT"
 	StatusPartiallySent NotificationStatus = "PARTIALLY_SENT"
 	StatusFailed        NotificationStatus = "FAILED"
-	StatusCanceled      NotificationStatus = "CANCELED"
+	// StatusSkipped: every delivery was skipped (suppressed, opted out, no consent, no
+	// address…): nothing was sent, and nothing failed either.
+	StatusSkipped  NotificationStatus = "SKIPPED"
+	StatusCanceled NotificationStatus = "CANCELED"
 
 	// StatusDispatching is a campaign's notification while the campaign is still appending
 	// recipients page by page. Record finalizes only PROCESSING (and ACCEPTED) notifications, so a
@@ -74,7 +77,7 @@ const (
 // Final reports whether s is an end state.
 func (s NotificationStatus) Final() bool {
 	switch s {
-	case StatusSent, StatusPartiallySent, StatusFailed, StatusCanceled:
+	case StatusSent, StatusPartiallySent, StatusFailed, StatusSkipped, StatusCanceled:
 		return true
 	}
 	return false
@@ -147,9 +150,13 @@ type Notification struct {
 	RecipientCount int                 `json:"recipient_count"`
 	CollapseID     string              `json:"collapse_id,omitempty"` // default: the notification id
 	Priority       Priority            `json:"priority,omitempty"`
-	TTL            time.Duration       `json:"ttl,omitempty"` // how long a provider may hold it; inbox expiry
+	TTL            time.Duration       `json:"ttl,omitempty"` // how long it may take to arrive (see ExpiresAt); inbox expiry
 	SendAt         *time.Time          `json:"send_at,omitempty"`
-	Lane           Lane                `json:"lane,omitempty"`
+	// Fingerprint identifies the request that made the notification (RequestFingerprint), so a
+	// reused idempotency key with another request is told from a retry. Empty for notifications
+	// stored before fingerprints existed, and for campaigns.
+	Fingerprint string `json:"fingerprint,omitempty"`
+	Lane        Lane   `json:"lane,omitempty"`
 	// QuietHours is the night-time rule for this notification's marketing pushes and SMS; nil
 	// means the deployment's default (a campaign sets its own).
 	QuietHours *QuietHours        `json:"quiet_hours,omitempty"`
@@ -166,6 +173,25 @@ func (n *Notification) EffectiveCollapseID() string {
 		return n.CollapseID
 	}
 	return n.ID
+}
+
+// ExpiresAt is when n's deliveries stop being worth sending: its TTL from when it was due (its
+// send_at, or its creation). ok is false for a notification without a TTL, which never expires.
+func (n *Notification) ExpiresAt() (at time.Time, ok bool) {
+	if n.TTL <= 0 {
+		return time.Time{}, false
+	}
+	due := n.CreatedAt
+	if n.SendAt != nil && n.SendAt.After(due) {
+		due = *n.SendAt
+	}
+	return due.Add(n.TTL), true
+}
+
+// Expired reports whether n's TTL has run out at now.
+func (n *Notification) Expired(now time.Time) bool {
+	at, ok := n.ExpiresAt()
+	return ok && !now.Before(at)
 }
 
 // HasChannel reports whether n asks for channel c.
@@ -207,6 +233,10 @@ type Stats struct {
 	// their reason (opted_out, quiet_hours, unregistered, …).
 	SkippedByReason map[string]int `json:"skipped_by_reason,omitempty"`
 	FailedByReason  map[string]int `json:"failed_by_reason,omitempty"`
+	// MembersPrepared is how many recipients the prepared chunks of the bulk lane held
+	// (CountMembers): a campaign's members beyond it are dispatched but not yet resolved into
+	// deliveries.
+	MembersPrepared int `json:"members_prepared,omitempty"`
 }
 
 // reasonMark starts the counter keys that count outcomes by reason. Stores keep them beside the
@@ -214,8 +244,21 @@ type Stats struct {
 // Channels when stats are read.
 const reasonMark = "~"
 
+// membersKey is the counter key under which a bulk chunk's recipients are counted (its Total),
+// moved into Stats.MembersPrepared by SplitReasons.
+const membersKey Channel = "#members"
+
+// CountMembers adds n prepared recipients to a chunk's delta (BatchStore.AddChunk), so the
+// members resolved so far are counted in the same write as the chunk's deliveries.
+func CountMembers(delta map[Channel]ChannelStats, n int) {
+	cs := delta[membersKey]
+	cs.Total += n
+	delta[membersKey] = cs
+}
+
 // CountDelivery adds one delivery of channel ch in status st to delta: to Total when created is
 // set, to its outcome when st is terminal, and, skipped or failed with a reason, to that reason.
+// An EXPIRED delivery counts as failed with reason "expired", whatever reason it carries.
 func CountDelivery(delta map[Channel]ChannelStats, ch Channel, st DeliveryStatus, reason string, created bool) {
 	cs := delta[ch]
 	if created {
@@ -223,7 +266,10 @@ func CountDelivery(delta map[Channel]ChannelStats, ch Channel, st DeliveryStatus
 	}
 	cs.AddOutcome(st)
 	delta[ch] = cs
-	if reason != "" && (st == DeliverySkipped || st == DeliveryFailed) {
+	if st == DeliveryExpired {
+		reason = ReasonExpired
+	}
+	if reason != "" && (st == DeliverySkipped || st == DeliveryFailed || st == DeliveryExpired) {
 		k := Channel(reasonMark + reason)
 		rs := delta[k]
 		rs.AddOutcome(st)
@@ -232,9 +278,15 @@ func CountDelivery(delta map[Channel]ChannelStats, ch Channel, st DeliveryStatus
 }
 
 // SplitReasons moves the by-reason counters a store read into SkippedByReason and
-// FailedByReason, leaving only real channels in Channels.
+// FailedByReason, and the members counter into MembersPrepared, leaving only real channels in
+// Channels.
 func (s *Stats) SplitReasons() {
 	for k, cs := range s.Channels {
+		if k == membersKey {
+			s.MembersPrepared += cs.Total
+			delete(s.Channels, k)
+			continue
+		}
 		reason, ok := strings.CutPrefix(string(k), reasonMark)
 		if !ok {
 			continue
@@ -258,7 +310,9 @@ func (s *Stats) SplitReasons() {
 	}
 }
 
-// ChannelStats counts deliveries of one channel by outcome.
+// ChannelStats counts deliveries of one channel by outcome. Failed includes the deliveries that
+// ended EXPIRED (their TTL passed before they could be sent): they were not delivered, and
+// FailedByReason counts them under "expired".
 type ChannelStats struct {
 	Total   int `json:"total"`
 	Sent    int `json:"sent"`
@@ -271,7 +325,7 @@ func (c *ChannelStats) AddOutcome(st DeliveryStatus) {
 	switch st {
 	case DeliverySent:
 		c.Sent++
-	case DeliveryFailed:
+	case DeliveryFailed, DeliveryExpired:
 		c.Failed++
 	case DeliverySkipped:
 		c.Skipped++
@@ -300,10 +354,11 @@ func (s Stats) Complete() bool {
 }
 
 // FinalStatus is the end state that complete stats imply: SENT when something was sent and
-// nothing failed, PARTIALLY_SENT when some sent and some failed, FAILED when nothing was sent.
-// A notification with no deliveries at all — a campaign whose only channel is the inbox of an
-// app's devices, delivered as one broadcast, or one whose audience turned out empty — had
-// nothing to fail: SENT.
+// nothing failed, PARTIALLY_SENT when some sent and some failed, FAILED when nothing was sent
+// and something failed (an expired delivery is a failed one), SKIPPED when every delivery was
+// skipped. Skipped deliveries never turn SENT into anything else. A notification with no
+// deliveries at all — a campaign whose only channel is the inbox of an app's devices, delivered
+// as one broadcast, or one whose audience turned out empty — had nothing to fail: SENT.
 func (s Stats) FinalStatus() NotificationStatus {
 	t := s.Sum()
 	switch {
@@ -313,6 +368,8 @@ func (s Stats) FinalStatus() NotificationStatus {
 		return StatusSent
 	case t.Sent > 0:
 		return StatusPartiallySent
+	case t.Failed == 0 && t.Skipped > 0:
+		return StatusSkipped
 	default:
 		return StatusFailed
 	}

@@ -56,7 +56,8 @@ type DeliveryStore interface {
 	// for those, since nothing else will. Terminal and unknown IDs are in neither list.
 	ClaimDeliveries(ctx context.Context, ids []string, now, leaseUntil time.Time) (claimed []Delivery, busy []string, err error)
 	// CompleteDeliveries applies senders' verdicts to deliveries that are SENDING. A terminal
-	// verdict adds to the notification's Stats atomically; PENDING releases for a retry. Updates
+	// verdict (SENT, FAILED, SKIPPED, EXPIRED: see CountDelivery) adds to the notification's
+	// Stats atomically; PENDING releases for a retry. Updates
 	// for deliveries not in SENDING are ignored. Returns how many were applied.
 	CompleteDeliveries(ctx context.Context, notificationID string, updates []DeliveryUpdate) (int, error)
 	// ListDeliveries pages a notification's deliveries in ID order; cursor "" starts, next ""
@@ -73,8 +74,8 @@ type BatchStore interface {
 	// AddChunk or CreateDeliveries). ENOTFOUND if the notification is unknown.
 	ChunkPrepared(ctx context.Context, notificationID string, chunk int) (bool, error)
 	// AddChunk marks chunk prepared and adds delta (every resolved delivery to Total, and those
-	// decided at prepare — skipped, inbox — to their outcome) to the notification's Stats, as
-	// one step. A chunk already marked changes nothing and returns added=false. ENOTFOUND.
+	// decided at prepare — skipped, inbox — to their outcome, and the chunk's recipients to
+	// Stats.MembersPrepared through CountMembers) to the notification's Stats, as one step. A chunk already marked changes nothing and returns added=false. ENOTFOUND.
 	AddChunk(ctx context.Context, notificationID string, chunk int, delta map[Channel]ChannelStats) (added bool, err error)
 	// ClaimBatch leases send batch batchID of the notification until leaseUntil: a batch never
 	// seen, or SENDING under a lease that ended before now, becomes SENDING with Attempts+1 and

@@ -37,6 +37,11 @@ func Laned(stage string) bool {
 // already returned to the caller (for requests without an idempotency key).
 const AttrNotificationID = "herald-notification-id"
 
+// AttrFingerprint is the message attribute with which the HTTP API hands ingest the request's
+// RequestFingerprint, the one it compared with any stored notification; a message without it
+// (a producer sending straight to the queue) has it computed by ingest.
+const AttrFingerprint = "herald-request-fingerprint"
+
 // FireMessage is the body a schedule puts on an ingest queue: the id, and the send_at the
 // schedule was armed for (in whole seconds, ReservedTime). The stored notification or campaign
 // is the truth: a fire armed for a send_at it no longer has (it was rescheduled through the API,

@@ -52,12 +52,19 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 		id = notify.NotificationIDFor(service, key, now)
 	}
 	n := req.Notification(id, service, now)
+	n.Fingerprint = m.Attributes[notify.AttrFingerprint]
+	if n.Fingerprint == "" {
+		n.Fingerprint = notify.RequestFingerprint(&req)
+	}
 	n.Stats.ChunksTotal = (len(n.Recipients) + p.cfg.ChunkSize - 1) / p.cfg.ChunkSize
 	stored, created, err := p.store.CreateNotification(ctx, n)
 	if err != nil {
 		return fmt.Errorf("ingest %s: %w", id, err)
 	}
 	if !created {
+		if err := sameRequest(stored, n); err != nil {
+			return err
+		}
 		p.log.InfoContext(ctx, "duplicate request", "notification_id", stored.ID, "service", service, "status", stored.Status)
 	}
 	switch stored.Status {
@@ -77,6 +84,18 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 	default: // already fanned out, finished or canceled: the first delivery of this message did the work
 		return nil
 	}
+}
+
+// sameRequest is nil when n repeats the request that made stored, and otherwise the permanent
+// EKEYREUSED that dead-letters the message: a second request under a key already used is not
+// dropped in silence. A notification stored without a fingerprint can't be compared and passes.
+func sameRequest(stored, n *notify.Notification) error {
+	if stored.Fingerprint == "" || stored.Fingerprint == n.Fingerprint {
+		return nil
+	}
+	return &notify.Error{Code: notify.EKEYREUSED, Field: "idempotency_key", Message: fmt.Sprintf(
+		"idempotency_key %q already names notification %s, made from a different request; this one is not sent",
+		n.IdempotencyKey, stored.ID)}
 }
 
 // fanOut enqueues one prepare message per chunk and then marks the notification PROCESSING, so

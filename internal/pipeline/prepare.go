@@ -93,7 +93,7 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 		}
 	}
 
-	ds, inbox, items, err := p.resolve(ctx, n, rs, now)
+	ds, inbox, items, dups, err := p.resolve(ctx, n, rs, now)
 	if err != nil {
 		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
 	}
@@ -126,7 +126,16 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 	if bulk {
 		// Counted once, with the marker, after the batches are safely enqueued. A crash before
 		// this re-runs the chunk; its batches carry the same ids and are claimed once.
-		if _, err := p.store.AddChunk(ctx, n.ID, pm.Chunk, tally(ds)); err != nil {
+		delta := tally(ds)
+		// A recipient repeated within the chunk (a user uploaded twice, or reached through two
+		// sources) is reached once; it is counted as skipped, so every member is counted.
+		for ch, k := range dups {
+			for range k {
+				notify.CountDelivery(delta, ch, notify.DeliverySkipped, notify.ReasonDuplicate, true)
+			}
+		}
+		notify.CountMembers(delta, len(rs))
+		if _, err := p.store.AddChunk(ctx, n.ID, pm.Chunk, delta); err != nil {
 			return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
 		}
 	}
@@ -173,9 +182,10 @@ func retryBatchID(parent string, retry int) string {
 }
 
 // resolve turns recipients into deliveries. It returns the deliveries, the inbox items to write,
-// and the send items of every delivery keyed by delivery id (addresses travel in send messages;
-// the store keeps only masked forms).
-func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []notify.Recipient, now time.Time) ([]notify.Delivery, []notify.InboxItem, map[string]sendItem, error) {
+// the send items of every delivery keyed by delivery id (addresses travel in send messages;
+// the store keeps only masked forms), and per channel how many would-be deliveries repeated one
+// already resolved (the same address or user twice).
+func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []notify.Recipient, now time.Time) ([]notify.Delivery, []notify.InboxItem, map[string]sendItem, map[notify.Channel]int, error) {
 	var users []string
 	for _, r := range rs {
 		if r.UserID != "" {
@@ -191,20 +201,20 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 	if len(users) > 0 {
 		if n.HasChannel(notify.ChannelPush) {
 			if devices, err = p.store.ListDevices(ctx, users); err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 		}
 		if n.HasChannel(notify.ChannelEmail) || n.HasChannel(notify.ChannelSMS) {
 			if contacts, err = p.store.GetContacts(ctx, users); err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 		}
 		if prefs, err = p.store.GetPreferences(ctx, users); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
 
-	b := &builder{n: n, now: now, items: map[string]sendItem{}, seen: map[string]bool{}}
+	b := &builder{n: n, now: now, items: map[string]sendItem{}, seen: map[string]bool{}, dups: map[notify.Channel]int{}}
 	for _, r := range rs {
 		switch {
 		case r.UserID != "":
@@ -215,13 +225,21 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 			// email and SMS belong to user audiences, and the inbox of an app-devices audience is
 			// the campaign's one broadcast (campaign.Steps.SaveCursor), merged into the inbox
 			// reads of the users it targets: no item, and no delivery, per member.
+			//
+			// Such a member that is skipped is skipped as its device, not as its user: a user
+			// with two phones and no marketing consent is two members, and two skipped
+			// deliveries, so a campaign's totals add up to its members.
 			device := r.FCMToken + r.APNsToken
+			skip := b.skipUser
+			if device != "" {
+				skip = func(user string, ch notify.Channel, reason string) { b.skipDevice(user, ch, device, reason) }
+			}
 			for _, ch := range n.Channels {
 				if device != "" && (ch == notify.ChannelEmail || ch == notify.ChannelSMS || ch == notify.ChannelInbox) {
 					continue
 				}
 				if ok, reason := pref.Allows(ch, n.Category); !ok {
-					b.skipUser(r.UserID, ch, reason)
+					skip(r.UserID, ch, reason)
 					continue
 				}
 				switch ch {
@@ -231,7 +249,7 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 						devs = onlyToken(devs, device)
 					}
 					if len(devs) == 0 {
-						b.skipUser(r.UserID, ch, notify.ReasonNoAddress)
+						skip(r.UserID, ch, notify.ReasonNoAddress)
 					}
 					for _, d := range devs {
 						b.add(r.UserID, ch, providerOf(d.Platform), d.App, d.Token, d.Locale, d.Environment).
@@ -274,7 +292,7 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 	if len(keys) > 0 {
 		sup, err := p.store.Suppressed(ctx, keys)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		for i := range b.ds {
 			d := &b.ds[i]
@@ -294,7 +312,7 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 		exp := n.CreatedAt.Add(ttl)
 		b.inbox[i].ExpiresAt = &exp
 	}
-	return b.ds, b.inbox, b.items, nil
+	return b.ds, b.inbox, b.items, b.dups, nil
 }
 
 type builder struct {
@@ -304,6 +322,17 @@ type builder struct {
 	inbox []notify.InboxItem
 	items map[string]sendItem
 	seen  map[string]bool
+	dups  map[notify.Channel]int
+}
+
+// first reports whether delivery id of channel ch is new to this chunk, counting a repeat.
+func (b *builder) first(id string, ch notify.Channel) bool {
+	if b.seen[id] {
+		b.dups[ch]++
+		return false
+	}
+	b.seen[id] = true
+	return true
 }
 
 // added lets a caller attach a recipient's quiet-hours facts to the delivery it just added.
@@ -324,10 +353,9 @@ func (a added) quiet(tz string, pref notify.Preferences) {
 
 func (b *builder) add(user string, ch notify.Channel, prov notify.Provider, app, address, locale, env string) added {
 	id := notify.DeliveryID(b.n.ID, ch, address)
-	if b.seen[id] { // the same address twice in one request is one delivery
+	if !b.first(id, ch) { // the same address twice in one request is one delivery
 		return added{}
 	}
-	b.seen[id] = true
 	b.ds = append(b.ds, notify.Delivery{
 		ID: id, NotificationID: b.n.ID, UserID: user, Channel: ch, Provider: prov, App: app,
 		Address: address, AddressMasked: notify.MaskAddress(ch, address),
@@ -339,22 +367,34 @@ func (b *builder) add(user string, ch notify.Channel, prov notify.Provider, app,
 
 func (b *builder) skipUser(user string, ch notify.Channel, reason string) {
 	id := notify.DeliveryID(b.n.ID, ch, "user:"+user)
-	if b.seen[id] {
+	if !b.first(id, ch) {
 		return
 	}
-	b.seen[id] = true
 	b.ds = append(b.ds, notify.Delivery{
 		ID: id, NotificationID: b.n.ID, UserID: user, Channel: ch, AddressMasked: "user:" + user,
 		Status: notify.DeliverySkipped, Reason: reason, UpdatedAt: b.now,
 	})
 }
 
-func (b *builder) inboxFor(user string) {
-	id := notify.DeliveryID(b.n.ID, notify.ChannelInbox, user)
-	if b.seen[id] {
+// skipDevice is skipUser for a member that is one device of user: the skipped delivery has the
+// id the device's delivery would have had, so each device member is one delivery whether it is
+// sent or skipped.
+func (b *builder) skipDevice(user string, ch notify.Channel, token, reason string) {
+	id := notify.DeliveryID(b.n.ID, ch, token)
+	if !b.first(id, ch) {
 		return
 	}
-	b.seen[id] = true
+	b.ds = append(b.ds, notify.Delivery{
+		ID: id, NotificationID: b.n.ID, UserID: user, Channel: ch, AddressMasked: notify.MaskAddress(ch, token),
+		Status: notify.DeliverySkipped, Reason: reason, UpdatedAt: b.now,
+	})
+}
+
+func (b *builder) inboxFor(user string) {
+	id := notify.DeliveryID(b.n.ID, notify.ChannelInbox, user)
+	if !b.first(id, notify.ChannelInbox) {
+		return
+	}
 	c := b.n.ContentFor(notify.ChannelInbox, "")
 	b.inbox = append(b.inbox, notify.InboxItem{
 		UserID: user, ID: b.n.ID, Service: b.n.Service, Category: b.n.Category,

@@ -47,10 +47,16 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 	if err != nil {
 		return fmt.Errorf("send %s: %w", sm.NotificationID, err)
 	}
-	if sm.HoldUntil != nil {
-		if wait := sm.HoldUntil.Sub(p.clock.Now()); wait > 0 {
+	now := p.clock.Now()
+	expired := n.Expired(now)
+	if sm.HoldUntil != nil && !expired {
+		if wait := sm.HoldUntil.Sub(now); wait > 0 {
 			// Quiet hours for these recipients: come back when their night ends (SQS delays are
-			// at most 15 minutes, so a long night is several hops). Nothing is claimed meanwhile.
+			// at most 15 minutes, so a long night is several hops), or when the notification
+			// expires, to record them EXPIRED then. Nothing is claimed meanwhile.
+			if at, ok := n.ExpiresAt(); ok {
+				wait = min(wait, max(at.Sub(now), time.Second))
+			}
 			if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, min(wait, 15*time.Minute), sm); err != nil {
 				return fmt.Errorf("send %s: hold for quiet hours: %w", n.ID, err)
 			}
@@ -63,7 +69,7 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 		return notify.Errorf(notify.EINTERNAL, "send %s: no sender configured for provider %q", n.ID, sm.Provider)
 	}
 	// Wait for the provider's quota before claiming, so a lease covers only the send itself.
-	if p.limiter != nil && n.Status != notify.StatusCanceled {
+	if p.limiter != nil && n.Status != notify.StatusCanceled && !expired {
 		if err := p.limiter.Wait(ctx, string(sm.Provider)+":"+sm.App, len(sm.Items)); err != nil {
 			return notify.Wrap(notify.EUNAVAILABLE, err, "send %s: rate limit wait", n.ID)
 		}
@@ -118,9 +124,12 @@ func (p *Pipeline) sendDeliveries(ctx context.Context, n *notify.Notification, s
 		attempts[d.ID] = d.Attempts
 	}
 	var o outcome
-	if n.Status == notify.StatusCanceled {
+	switch {
+	case n.Status == notify.StatusCanceled:
 		o = canceled(items, start)
-	} else {
+	case n.Expired(start):
+		o = expiredOutcome(items, start)
+	default:
 		o = p.deliver(ctx, n, sm, sender, items, func(id string) int { return attempts[id] }, start)
 	}
 	if _, err := p.store.CompleteDeliveries(ctx, n.ID, o.updates); err != nil {
@@ -156,9 +165,12 @@ func (p *Pipeline) sendBatch(ctx context.Context, n *notify.Notification, sm sen
 	}
 	ch := channelOf(sm.Provider)
 	var o outcome
-	if n.Status == notify.StatusCanceled {
+	switch {
+	case n.Status == notify.StatusCanceled:
 		o = canceled(sm.Items, start)
-	} else {
+	case n.Expired(start):
+		o = expiredOutcome(sm.Items, start)
+	default:
 		attempt := sm.Retry + 1
 		o = p.deliver(ctx, n, sm, sender, sm.Items, func(string) int { return attempt }, start)
 	}
@@ -187,6 +199,17 @@ func canceled(items []sendItem, at time.Time) outcome {
 	return o
 }
 
+// expiredOutcome is the outcome of items whose notification's TTL ran out before they were
+// sent: EXPIRED, never sent late.
+func expiredOutcome(items []sendItem, at time.Time) outcome {
+	o := outcome{updates: make([]notify.DeliveryUpdate, len(items)), expired: len(items)}
+	for i, it := range items {
+		o.updates[i] = notify.DeliveryUpdate{ID: it.DeliveryID, Status: notify.DeliveryExpired, Reason: notify.ReasonExpired,
+			Detail: "its ttl ran out before it could be sent", At: at}
+	}
+	return o
+}
+
 // outcome is what one provider call decided for the items sent.
 type outcome struct {
 	updates []notify.DeliveryUpdate
@@ -195,6 +218,7 @@ type outcome struct {
 	cleanup cleanupMsg
 	sent    int
 	failed  int
+	expired int
 	reasons map[string]int
 }
 
@@ -205,13 +229,20 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 	items []sendItem, attempt func(id string) int, start time.Time) outcome {
 	byID := make(map[string]sendItem, len(items))
 	out := make([]notify.OutboundMessage, len(items))
+	// The provider may hold a message only for what is left of its TTL, not the whole of it
+	// again: a message sent late still expires when it was meant to.
+	ttl := n.TTL
+	expiresAt, expires := n.ExpiresAt()
+	if expires {
+		ttl = max(expiresAt.Sub(start), time.Second)
+	}
 	for i, it := range items {
 		byID[it.DeliveryID] = it
 		out[i] = notify.OutboundMessage{
 			DeliveryID: it.DeliveryID, NotificationID: n.ID, Channel: channelOf(sm.Provider), Address: it.Address,
 			App: sm.App, Environment: it.Environment, Category: n.Category,
 			Content: p.contentFor(n, channelOf(sm.Provider), it.Locale), CollapseID: n.EffectiveCollapseID(),
-			Priority: n.Priority, TTL: n.TTL,
+			Priority: n.Priority, TTL: ttl,
 		}
 	}
 	results, err := sender.Send(ctx, out)
@@ -235,9 +266,17 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 			u.Status = notify.DeliverySent
 			o.sent++
 		case notify.IsRetryable(r.Err) && attempt(r.DeliveryID) < p.cfg.MaxAttempts:
+			wait := notify.Backoff(attempt(r.DeliveryID), p.cfg.RetryBase, p.cfg.RetryMax, notify.RetryAfter(r.Err))
+			if expires && !now.Add(wait).Before(expiresAt) {
+				// The retry would come after the notification expires: no retry is scheduled.
+				u.Status, u.Reason, u.Detail = notify.DeliveryExpired, notify.ReasonExpired,
+					"its ttl runs out before the next attempt; last attempt: "+code+": "+notify.ErrorMessage(r.Err)
+				o.expired++
+				break
+			}
 			u.Status, u.Reason, u.Detail = notify.DeliveryPending, code, notify.ErrorMessage(r.Err)
 			o.retry = append(o.retry, byID[r.DeliveryID])
-			o.delay = max(o.delay, notify.Backoff(attempt(r.DeliveryID), p.cfg.RetryBase, p.cfg.RetryMax, notify.RetryAfter(r.Err)))
+			o.delay = max(o.delay, wait)
 		case notify.IsRetryable(r.Err):
 			u.Status, u.Reason, u.Detail = notify.DeliveryFailed, notify.ReasonRetriesExhausted, code+": "+notify.ErrorMessage(r.Err)
 		case code == notify.EDEADADDRESS:
@@ -291,8 +330,9 @@ func (p *Pipeline) logBatch(ctx context.Context, n *notify.Notification, sm send
 	p.metric(ctx, "Sent", o.sent, dims)
 	p.metric(ctx, "Failed", o.failed, dims)
 	p.metric(ctx, "Retried", len(o.retry), dims)
+	p.metric(ctx, "Expired", o.expired, dims)
 	p.log.InfoContext(ctx, "batch sent", "notification_id", n.ID, "provider", sm.Provider, "app", sm.App,
-		"batch", sm.BatchID, "claimed", claimed, "sent", o.sent, "failed", o.failed, "retrying", len(o.retry),
+		"batch", sm.BatchID, "claimed", claimed, "sent", o.sent, "failed", o.failed, "expired", o.expired, "retrying", len(o.retry),
 		"retry_in", o.delay, "failure_reasons", o.reasons, "duration_ms", p.clock.Now().Sub(start).Milliseconds())
 }
 

@@ -25,9 +25,9 @@ const MinLead = time.Minute
 const maxNameLen = 64
 
 // scheduleName is the name of id's schedule: id itself when it is a valid name (notification
-// ids are: "n_" + 26 base32 characters), so the console shows which notification a schedule
-// fires. Any other id gets its invalid characters replaced and a hash of the original appended,
-// so distinct ids keep distinct names.
+// and campaign ids are: "n_" or "c_" + 26 base32 characters), so the console shows which one a
+// schedule fires. Any other id gets its invalid characters replaced and a hash of the original
+// appended, so distinct ids keep distinct names.
 func scheduleName(id string) string {
 	if validName(id) {
 		return id

@@ -379,14 +379,21 @@ var cases = []campaignCase{
 		next := c.Cursor.Clone()
 		next.Members = 2
 		noErr(t, s.SaveCursor(ctx, c.ID, c.Cursor, next, users("u", 0, 2)))
-		_, err := s.CreateDeliveries(ctx, c.ID, 0, []notify.Delivery{
-			{ID: "d1", NotificationID: c.ID, UserID: "u00000", Channel: notify.ChannelPush, Provider: notify.ProviderFCM,
-				App: "shop", Address: "tok1", AddressMasked: "tok…1", Status: notify.DeliveryPending, UpdatedAt: t0},
-			{ID: "d2", NotificationID: c.ID, UserID: "u00001", Channel: notify.ChannelPush, AddressMasked: "user:u00001",
-				Status: notify.DeliverySkipped, Reason: notify.ReasonNoConsent, UpdatedAt: t0},
-		})
-		noErr(t, err)
+		noErr(t, s.SetChunksTotal(ctx, c.ID, 1))
+		// Dispatched, not prepared yet: both members are pending, with no delivery yet.
 		got, err := s.GetCampaign(ctx, c.ID)
+		noErr(t, err)
+		if want := (notify.CampaignProgress{Members: 2, Pending: 2, Unprepared: 2}); !reflect.DeepEqual(got.Progress, want) {
+			t.Fatalf("Progress before prepare = %+v, want %+v", got.Progress, want)
+		}
+		// The bulk lane's prepare counts the chunk's deliveries and its members in one write.
+		delta := map[notify.Channel]notify.ChannelStats{}
+		notify.CountDelivery(delta, notify.ChannelPush, notify.DeliveryPending, "", true)
+		notify.CountDelivery(delta, notify.ChannelPush, notify.DeliverySkipped, notify.ReasonNoConsent, true)
+		notify.CountMembers(delta, 2)
+		_, err = s.AddChunk(ctx, c.ID, 0, delta)
+		noErr(t, err)
+		got, err = s.GetCampaign(ctx, c.ID)
 		noErr(t, err)
 		want := notify.CampaignProgress{Members: 2, Total: 2, Skipped: 1, Pending: 1,
 			SkippedByReason: map[string]int{notify.ReasonNoConsent: 1}}

@@ -23,6 +23,7 @@ var deliveryCases = []storeCase{
 	{"CompleteDeliveries/TerminalCountsOnce", testCompleteCountsOnce},
 	{"CompleteDeliveries/PendingReleases", testCompletePendingReleases},
 	{"CompleteDeliveries/IgnoresNotSending", testCompleteIgnoresNotSending},
+	{"CompleteDeliveries/ExpiredCountsAsFailedExpired", testCompleteExpired},
 	{"Stats/CompleteAndFinalStatus", testStatsComplete},
 	{"ListDeliveries/Paging", testListDeliveriesPaging},
 	{"ListDeliveries/RoundTrip", testListDeliveriesRoundTrip},
@@ -404,8 +405,54 @@ func testStatsComplete(t *testing.T, s notify.Store) {
 	if pending := createChunk(t, s, m.ID, 0, makeDeliveries(m.ID, notify.ChannelEmail, notify.DeliverySkipped, "b", 3)); len(pending) != 0 {
 		t.Fatalf("pending = %v for skipped deliveries", pending)
 	}
-	if st := getStats(t, s, m.ID); !st.Complete() || st.FinalStatus() != notify.StatusFailed {
-		t.Fatalf("all skipped: Complete %v FinalStatus %s, want true FAILED", st.Complete(), st.FinalStatus())
+	if st := getStats(t, s, m.ID); !st.Complete() || st.FinalStatus() != notify.StatusSkipped {
+		t.Fatalf("all skipped: Complete %v FinalStatus %s, want true SKIPPED", st.Complete(), st.FinalStatus())
+	}
+}
+
+// testCompleteExpired: an EXPIRED verdict is terminal, reads back EXPIRED, and counts once as
+// failed under the reason "expired"; the bulk lane's batch delta counts it the same way.
+func testCompleteExpired(t *testing.T, s notify.Store) {
+	n := mustCreateNotification(t, s, newNotification("billing", ""))
+	noErr(t, s.SetChunksTotal(t.Context(), n.ID, 1))
+	ds := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "x", 2)
+	createChunk(t, s, n.ID, 0, ds)
+	claim(t, s, deliveryIDs(ds), t0)
+	us := []notify.DeliveryUpdate{{ID: ds[0].ID, Status: notify.DeliveryExpired, Reason: notify.ReasonExpired,
+		Detail: "its ttl ran out", At: t0.Add(time.Second)}}
+	for range 2 {
+		complete(t, s, n.ID, us)
+	}
+	st := getStats(t, s, n.ID)
+	wantChannel(t, st, notify.ChannelPush, notify.ChannelStats{Total: 2, Failed: 1})
+	if st.FailedByReason[notify.ReasonExpired] != 1 || len(st.FailedByReason) != 1 {
+		t.Fatalf("FailedByReason = %v, want expired 1", st.FailedByReason)
+	}
+	if d := byID(listAll(t, s, n.ID, 10))[ds[0].ID]; d.Status != notify.DeliveryExpired || d.Reason != notify.ReasonExpired {
+		t.Fatalf("expired delivery reads back %s (%s)", d.Status, d.Reason)
+	}
+	if got := claim(t, s, deliveryIDs(ds[:1]), t0.Add(time.Hour)); len(got) != 0 {
+		t.Fatalf("an EXPIRED delivery was claimed again: %+v", got)
+	}
+	complete(t, s, n.ID, verdicts(deliveryIDs(ds[1:]), notify.DeliveryExpired, t0))
+	if st := getStats(t, s, n.ID); !st.Complete() || st.FinalStatus() != notify.StatusFailed {
+		t.Fatalf("all expired: Complete %v FinalStatus %s, want true FAILED", st.Complete(), st.FinalStatus())
+	}
+
+	m := mustCreateNotification(t, s, newNotification("marketing", ""))
+	_, err := s.AddChunk(t.Context(), m.ID, 0, push(3, 0, 0, 0))
+	noErr(t, err)
+	claimBatch(t, s, m.ID, "b1", t0)
+	delta := map[notify.Channel]notify.ChannelStats{}
+	for range 3 {
+		notify.CountDelivery(delta, notify.ChannelPush, notify.DeliveryExpired, "", false)
+	}
+	_, err = s.CompleteBatch(t.Context(), m.ID, "b1", delta, t0)
+	noErr(t, err)
+	st = getStats(t, s, m.ID)
+	wantChannel(t, st, notify.ChannelPush, notify.ChannelStats{Total: 3, Failed: 3})
+	if st.FailedByReason[notify.ReasonExpired] != 3 {
+		t.Fatalf("bulk FailedByReason = %v, want expired 3", st.FailedByReason)
 	}
 }
 

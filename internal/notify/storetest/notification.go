@@ -13,6 +13,7 @@ import (
 var notificationCases = []storeCase{
 	{"CreateNotification/RoundTrip", testCreateRoundTrip},
 	{"CreateNotification/DedupeByIdempotencyKey", testDedupeByKey},
+	{"CreateNotification/FingerprintRoundTrips", testFingerprintRoundTrips},
 	{"CreateNotification/DedupeByID", testDedupeByID},
 	{"CreateNotification/EmptyKeyNeverDedupes", testEmptyKeyNeverDedupes},
 	{"CreateNotification/KeyScopedToService", testKeyScopedToService},
@@ -127,6 +128,31 @@ func testDedupeByKey(t *testing.T, s notify.Store) {
 	}
 	_, err = s.GetNotification(t.Context(), again.ID)
 	wantCode(t, err, notify.ENOTFOUND)
+}
+
+// testFingerprintRoundTrips: the request fingerprint is stored with the notification and handed
+// back by GetNotification and by a deduplicated create, so the caller can tell a retry from a
+// reused key.
+func testFingerprintRoundTrips(t *testing.T, s notify.Store) {
+	n := newNotification("billing", "key-fp")
+	n.Fingerprint = "3f1c0e5d9a7b2c4e6f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6"
+	mustCreateNotification(t, s, n)
+	got, err := s.GetNotification(t.Context(), n.ID)
+	noErr(t, err)
+	if got.Fingerprint != n.Fingerprint {
+		t.Fatalf("Fingerprint = %q, want %q", got.Fingerprint, n.Fingerprint)
+	}
+	again := newNotification("billing", "key-fp")
+	again.Fingerprint = "another request"
+	stored, created, err := s.CreateNotification(t.Context(), again)
+	noErr(t, err)
+	if created || stored.ID != n.ID || stored.Fingerprint != n.Fingerprint {
+		t.Fatalf("repeat: created %v id %s fingerprint %q, want the first's %s %q", created, stored.ID, stored.Fingerprint, n.ID, n.Fingerprint)
+	}
+	plain := mustCreateNotification(t, s, newNotification("billing", ""))
+	if got, err := s.GetNotification(t.Context(), plain.ID); err != nil || got.Fingerprint != "" {
+		t.Fatalf("no fingerprint: got %q, %v", got.Fingerprint, err)
+	}
 }
 
 func testDedupeByID(t *testing.T, s notify.Store) {
