@@ -104,10 +104,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("alimtalk: app %q needs its SenderKey (pfId)", name))
 		}
 	}
-	if c.From != "" {
-		if !isKoreanNumber(c.From) {
-			errs = append(errs, fmt.Errorf("alimtalk: From %q is not a Korean phone number", c.From))
-		}
+	if c.From != "" && !isKoreanNumber(c.From) {
+		errs = append(errs, fmt.Errorf("alimtalk: From %q is not a Korean phone number", c.From))
 	}
 	if c.BaseURL != "" {
 		if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
