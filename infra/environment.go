@@ -383,6 +383,12 @@ func checkDeployable(c *config.Config, bad func(key, format string, args ...any)
 	if c.Providers.Twilio.AccountSID != "" && c.Providers.Twilio.AuthTokenSecret == "" {
 		bad(h("providers.twilio.auth_token_secret"), "required in AWS (a Secrets Manager secret name)")
 	}
+	if c.Providers.AlimTalk.APISecret != "" {
+		bad(h("providers.alimtalk.api_secret"), "must not be deployed in plain text: set api_secret_secret and api_secret: null")
+	}
+	if c.Providers.AlimTalk.Configured() && c.Providers.AlimTalk.APISecretSecret == "" {
+		bad(h("providers.alimtalk.api_secret_secret"), "required in AWS (a Secrets Manager secret holding the Solapi API secret)")
+	}
 	for _, name := range config.SortedApps(c.Providers.FCM.Apps) {
 		a := c.Providers.FCM.Apps[name]
 		key := h("providers.fcm.apps." + name)
@@ -456,6 +462,9 @@ func secretNames(c *config.Config, function string) map[string]string {
 		}
 		if s := c.Providers.Twilio.AuthTokenSecret; s != "" {
 			out["providers.twilio.auth_token_secret"] = s
+		}
+		if s := c.Providers.AlimTalk.APISecretSecret; s != "" {
+			out["providers.alimtalk.api_secret_secret"] = s
 		}
 	}
 	return out

@@ -75,13 +75,15 @@ func TestBuildMergesOverlay(t *testing.T) {
 
 func TestBuildRefusesSecretValuesAndLocalFiles(t *testing.T) {
 	_, err := Build("dev", []byte(baseYAML+"sandbox: true\n"), []byte("herald: {contacts: {encryption_key: "+
-		"aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}, providers: {twilio: {auth_token: abcdefgh}}}\n"), "dev.yaml")
+		"aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}, providers: {twilio: {auth_token: abcdefgh}, "+
+		"alimtalk: {api_key: NCSKEY, api_secret: abcdefgh, apps: {default: {sender_key: PF1}}}}}\n"), "dev.yaml")
 	if err == nil {
 		t.Fatal("want errors")
 	}
 	for _, key := range []string{
 		"herald.services[0] (orders).api_keys", "herald.contacts.encryption_key", "herald.providers.twilio.auth_token",
 		"herald.providers.fcm.apps.default.credentials_file", "herald.sandbox",
+		"herald.providers.alimtalk.api_secret:", "herald.providers.alimtalk.api_secret_secret",
 	} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error does not name %s:\n%v", key, err)
@@ -178,5 +180,19 @@ func TestPascal(t *testing.T) {
 		if got := pascal(in); got != want {
 			t.Errorf("pascal(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestSendReadsTheAlimTalkSecret(t *testing.T) {
+	yaml := strings.Replace(baseYAML, "providers:\n", "providers:\n  alimtalk: {api_key: NCSKEY, api_secret_secret: herald/x/solapi, apps: {default: {sender_key: PF1}}}\n", 1)
+	c, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := secretNames(c, "send")["providers.alimtalk.api_secret_secret"]; got != "herald/x/solapi" {
+		t.Errorf("send may not read the Solapi secret: %q", got)
+	}
+	if _, ok := secretNames(c, "api")["providers.alimtalk.api_secret_secret"]; ok {
+		t.Error("api may read the Solapi secret")
 	}
 }

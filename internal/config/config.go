@@ -8,9 +8,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -97,6 +99,9 @@ type Providers struct {
 	APNs   APNs   `yaml:"apns"`
 	SES    SES    `yaml:"ses"`
 	Twilio Twilio `yaml:"twilio"`
+	// AlimTalk is optional: configured, it gives the senders an AlimTalk sender; no channel
+	// delivers through it yet.
+	AlimTalk AlimTalk `yaml:"alimtalk"`
 }
 
 // FCM is Firebase Cloud Messaging.
@@ -147,6 +152,27 @@ type Twilio struct {
 	From                string  `yaml:"from"`
 	MessagingServiceSID string  `yaml:"messaging_service_sid"`
 	BaseURL             string  `yaml:"base_url"`
+}
+
+// AlimTalk is Kakao AlimTalk through Solapi (internal/alimtalk).
+type AlimTalk struct {
+	RatePerSecond   float64                `yaml:"rate_per_second"`
+	APIKey          string                 `yaml:"api_key"`           // the Solapi API key (not secret: the secret signs)
+	APISecret       string                 `yaml:"api_secret"`        // local only
+	APISecretSecret string                 `yaml:"api_secret_secret"` // Secrets Manager name (AWS) holding the API secret
+	From            string                 `yaml:"from"`              // registered sender number; optional
+	BaseURL         string                 `yaml:"base_url"`          // override, e.g. a sandbox
+	Apps            map[string]AlimTalkApp `yaml:"apps"`              // provider app → KakaoTalk channel
+}
+
+// AlimTalkApp is one KakaoTalk channel.
+type AlimTalkApp struct {
+	SenderKey string `yaml:"sender_key"` // the channel's sender profile key (Solapi's pfId)
+}
+
+// Configured reports whether any AlimTalk key is set.
+func (a AlimTalk) Configured() bool {
+	return a.APIKey != "" || a.APISecret != "" || a.APISecretSecret != "" || len(a.Apps) > 0 || a.From != "" || a.BaseURL != ""
 }
 
 // QuietHours is when marketing is not sent to people without night-time consent.
@@ -394,6 +420,30 @@ func (c *Config) Validate() error {
 			bad("providers.apns.apps."+name, "needs key_id, team_id and key_file or key_secret")
 		}
 	}
+	if a := c.Providers.AlimTalk; a.Configured() {
+		if a.APIKey == "" {
+			bad("providers.alimtalk.api_key", "required (the Solapi API key)")
+		}
+		if !c.Sandbox && a.APISecret == "" && a.APISecretSecret == "" {
+			bad("providers.alimtalk", "needs api_secret or api_secret_secret")
+		}
+		if len(a.Apps) == 0 {
+			bad("providers.alimtalk.apps", "at least one app (a KakaoTalk channel) is required")
+		}
+		for _, name := range SortedApps(a.Apps) {
+			if strings.TrimSpace(a.Apps[name].SenderKey) == "" {
+				bad("providers.alimtalk.apps."+name+".sender_key", "required (the channel's sender profile key, Solapi's pfId)")
+			}
+		}
+		if a.RatePerSecond < 0 {
+			bad("providers.alimtalk.rate_per_second", "must not be negative (0 is unlimited)")
+		}
+		if a.BaseURL != "" {
+			if u, err := url.Parse(a.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad("providers.alimtalk.base_url", "%q is not an http(s) URL", a.BaseURL)
+			}
+		}
+	}
 	if !c.Sandbox {
 		if c.Providers.SES.From == "" {
 			bad("providers.ses.from", "required (a verified identity)")
@@ -496,6 +546,9 @@ func (c Config) Redacted() Config {
 	if c.Providers.Twilio.AuthToken != "" {
 		c.Providers.Twilio.AuthToken = "***"
 	}
+	if c.Providers.AlimTalk.APISecret != "" {
+		c.Providers.AlimTalk.APISecret = "***"
+	}
 	c.Extra = nil
 	return c
 }
@@ -512,6 +565,8 @@ func Dev() *Config {
 			APNs:   APNs{Apps: map[string]APNsApp{"default": {Topic: "com.example.herald"}}},
 			SES:    SES{From: "Herald Sandbox <noreply@sandbox.herald.local>"},
 			Twilio: Twilio{AccountSID: "AC00000000000000000000000000000000", AuthToken: "sandboxtoken0000", From: "+15005550006"},
+			AlimTalk: AlimTalk{APIKey: "NCSSANDBOX0000000", APISecret: "sandbox-alimtalk-secret",
+				Apps: map[string]AlimTalkApp{"default": {SenderKey: "KA01PF000000000000sandbox"}}},
 		},
 		// A published key: contacts in a dev database are not secret. Real deployments set their own.
 		Contacts: Contacts{EncryptionKey: base64.StdEncoding.EncodeToString([]byte("herald-dev-only-not-a-secret-key"))},

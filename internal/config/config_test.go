@@ -78,3 +78,54 @@ func TestQuietHoursStartEqualsEndRefused(t *testing.T) {
 		t.Fatalf("Validate() = %v, want a problem with quiet_hours.end", err)
 	}
 }
+
+func TestAlimTalkConfig(t *testing.T) {
+	t.Parallel()
+	const head = "env: dev\nservices: [{name: orders, api_keys: [orders-key-123]}]\ncontacts: {encryption_key: aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}\nproviders:\n  ses: {from: a@example.com}\n  twilio: {account_sid: AC1, auth_token: t}\n"
+	c, err := Parse([]byte(head + `  alimtalk:
+    rate_per_second: 50
+    api_key: NCSKEY
+    api_secret_secret: herald/dev/solapi-api-secret
+    apps: {default: {sender_key: KA01PF1}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := c.Providers.AlimTalk; a.RatePerSecond != 50 || a.APIKey != "NCSKEY" || a.APISecretSecret != "herald/dev/solapi-api-secret" || a.Apps["default"].SenderKey != "KA01PF1" {
+		t.Errorf("parsed %+v", a)
+	}
+	if _, err := Parse([]byte(head)); err != nil {
+		t.Errorf("AlimTalk is optional: %v", err)
+	}
+
+	tests := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"no key, no secret, no app", "  alimtalk: {base_url: 'localhost:1', rate_per_second: -1}\n",
+			[]string{"providers.alimtalk.api_key", "providers.alimtalk: needs api_secret or api_secret_secret", "providers.alimtalk.apps",
+				"providers.alimtalk.base_url", "providers.alimtalk.rate_per_second"}},
+		{"app without sender key", "  alimtalk: {api_key: K, api_secret: s, apps: {kr: {}}}\n", []string{"providers.alimtalk.apps.kr.sender_key"}},
+		{"misspelt key", "  alimtalk: {api_key: K, api_secret: s, apps: {kr: {pfid: x}}}\n", []string{"pfid"}},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(head + tt.yaml))
+		if err == nil {
+			t.Errorf("%s: accepted", tt.name)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error does not name %q:\n%v", tt.name, w, err)
+			}
+		}
+	}
+
+	d := Dev()
+	if !d.Providers.AlimTalk.Configured() || d.Providers.AlimTalk.Apps["default"].SenderKey == "" {
+		t.Errorf("the dev config has no sandbox AlimTalk app: %+v", d.Providers.AlimTalk)
+	}
+	if r := d.Redacted(); r.Providers.AlimTalk.APISecret != "***" || d.Providers.AlimTalk.APISecret == "***" {
+		t.Error("Redacted must mask a copy of the AlimTalk secret")
+	}
+}

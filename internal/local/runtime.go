@@ -162,6 +162,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		string(notify.ProviderAPNs):   {PerSecond: p.APNs.RatePerSecond},
 		string(notify.ProviderSES):    {PerSecond: p.SES.RatePerSecond},
 		string(notify.ProviderTwilio): {PerSecond: p.Twilio.RatePerSecond},
+
+		string(notify.ProviderAlimTalk): {PerSecond: p.AlimTalk.RatePerSecond}, // a sender, no channel yet
 	}, o.Clock)
 	r.Pipeline = pipeline.New(pipeline.Deps{
 		Store: r.Store, Queue: r.Queue, Senders: senders, Limiter: limiter, Clock: o.Clock, Logger: o.Logger,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"herald/internal/alimtalk"
 	"herald/internal/apns"
 	"herald/internal/config"
 	"herald/internal/fcm"
@@ -110,6 +111,28 @@ func buildSenders(ctx context.Context, cfg *config.Config, sb *sandbox.Server) (
 		s, err := twilio.New(tc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("twilio: %w", err)
+		}
+		out = append(out, s)
+		closers = append(closers, func() error { s.CloseIdleConnections(); return nil })
+	}
+	if a := p.AlimTalk; a.Configured() {
+		if sb == nil && a.APISecret == "" {
+			return nil, nil, fmt.Errorf("providers.alimtalk.api_secret: required by the local runtime (api_secret_secret is read by the AWS runtime)")
+		}
+		ac := alimtalk.Config{APIKey: a.APIKey, APISecret: a.APISecret, From: a.From, BaseURL: a.BaseURL, Apps: map[string]alimtalk.App{}}
+		for name, app := range a.Apps {
+			ac.Apps[name] = alimtalk.App{SenderKey: app.SenderKey}
+		}
+		if sb != nil {
+			ac.BaseURL = sb.URL()
+			if ac.APISecret == "" {
+				ac.APISecret = "sandbox-alimtalk-secret"
+			}
+			sb.TrustAlimTalkKey(ac.APIKey, ac.APISecret)
+		}
+		s, err := alimtalk.New(ac)
+		if err != nil {
+			return nil, nil, fmt.Errorf("alimtalk: %w", err)
 		}
 		out = append(out, s)
 		closers = append(closers, func() error { s.CloseIdleConnections(); return nil })

@@ -43,6 +43,10 @@ const (
 	ReasonExpired          = "expired"   // the reason EXPIRED deliveries are counted under
 )
 
+// ReasonUnsupportedAddress is the skip reason for an address the provider cannot take at all
+// (AlimTalk: a number that is not a Korean mobile number), so nothing is sent to it.
+const ReasonUnsupportedAddress = "unsupported_address"
+
 // Delivery is one notification × recipient × channel × address.
 type Delivery struct {
 	ID             string   `json:"id"`

@@ -31,6 +31,12 @@ const (
 	EFINISHED = "already_finished"
 )
 
+// EUNREACHABLE says the channel cannot reach this person at this address: a phone number that is
+// not a KakaoTalk user, or whose user blocked the channel. It is permanent for that channel (not
+// retryable), but not the address's fault — the phone may still take an SMS — so it never
+// suppresses the address, and it is what triggers an AlimTalk delivery's SMS/LMS fallback.
+const EUNREACHABLE = "unreachable"
+
 // retryable is the one table that decides whether a failure is tried again.
 var retryable = map[string]bool{
 	ETHROTTLED:   true,

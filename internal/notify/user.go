@@ -27,6 +27,9 @@ const (
 	ProviderInbox  Provider = "inbox"
 )
 
+// ProviderAlimTalk is Kakao AlimTalk, sent through Solapi (internal/alimtalk).
+const ProviderAlimTalk Provider = "alimtalk"
+
 // Device is one push registration of a user.
 type Device struct {
 	UserID      string    `json:"user_id"`

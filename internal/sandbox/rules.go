@@ -22,6 +22,14 @@ import (
 //	phone +15005550009                       Twilio 400 code 21614 (not a mobile number)
 //	phone +1500555429N (N = 1..9)            Twilio 429 code 20429 for the first N attempts, then accepted
 //	Twilio password starting with "invalid"  401 code 20003 (authentication failed)
+//	AlimTalk phone ending 0001               Solapi 3104 (not a KakaoTalk user: fall back to SMS)
+//	AlimTalk phone ending 0002               Solapi 3107 (blocked AlimTalk, or no KakaoTalk in 72 hours)
+//	AlimTalk phone 0105555429N / 0105555503N 429 / 503 for the first N attempts, then accepted
+//	AlimTalk template containing "mismatch"  Solapi 3103 (message does not match the template)
+//	AlimTalk template containing "unregistered"  Solapi 3105 (template not registered)
+//	AlimTalk template containing "throttle<N>" or "unavailable<N>"  429 / 503 for each phone's first N attempts
+//	AlimTalk pfId containing "invalid"       Solapi 1041 (unknown KakaoTalk channel)
+//	AlimTalk API key not trusted, bad or reused signature  403 InvalidAPIKey / SignatureDoesNotMatch / DuplicatedSignature
 //
 // Every other address is accepted.
 

@@ -1,7 +1,8 @@
 // Package sandbox runs fake providers on 127.0.0.1 that speak the real wire protocols — FCM HTTP
-// v1, APNs over HTTP/2 with JWT auth, SES v2, Twilio Messages — so the real SDKs talk to them
-// unchanged. Every accepted message is recorded (durably, when a file is given) and listed at
-// GET /sandbox/deliveries. Failures are injected deterministically by address; see rules.go.
+// v1, APNs over HTTP/2 with JWT auth, SES v2, Twilio Messages, Solapi's AlimTalk send — so the
+// real SDKs and clients talk to them unchanged. Every accepted message is recorded (durably, when
+// a file is given) and listed at GET /sandbox/deliveries. Failures are injected
+// deterministically by address; see rules.go.
 package sandbox
 
 import (
@@ -52,6 +53,10 @@ type Server struct {
 	apnsKeys   map[string]any // key id → *ecdsa.PublicKey registered by tests/runtime (see apns.go)
 	apnsTokens sync.Map       // verified JWT string → struct{}
 
+	alimtalkMu   sync.Mutex
+	alimtalkKeys map[string]string    // Solapi API key → secret (TrustAlimTalkKey)
+	alimtalkSigs map[string]time.Time // signatures seen, refused again within 15 minutes
+
 	feedback sync.WaitGroup // pending SES feedback callbacks
 	closedMu sync.Mutex
 	closed   bool
@@ -79,6 +84,9 @@ func Start(opts Options) (*Server, error) {
 		log:      opts.Logger.With("component", "sandbox"),
 		attempts: map[string]int{},
 		apnsKeys: map[string]any{},
+
+		alimtalkKeys: map[string]string{},
+		alimtalkSigs: map[string]time.Time{},
 	}
 	s.routes()
 
@@ -110,6 +118,7 @@ func (s *Server) routes() {
 	s.apnsRoutes(s.mux)
 	s.sesRoutes(s.mux)
 	s.twilioRoutes(s.mux)
+	s.alimtalkRoutes(s.mux)
 }
 
 // URL is the plain-HTTP base URL, e.g. http://127.0.0.1:41234.

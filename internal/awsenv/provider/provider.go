@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"herald/internal/alimtalk"
 	"herald/internal/apns"
 	"herald/internal/awsenv"
 	"herald/internal/config"
@@ -79,6 +80,25 @@ func Senders(ctx context.Context, sm *secretsmanager.Client, cfg *config.Config,
 		}
 		s, err := twilio.New(twilio.Config{AccountSID: p.Twilio.AccountSID, AuthToken: token, From: p.Twilio.From,
 			MessagingServiceSID: p.Twilio.MessagingServiceSID, BaseURL: p.Twilio.BaseURL})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	if a := p.AlimTalk; a.Configured() {
+		secret := a.APISecret
+		if a.APISecretSecret != "" {
+			v, err := awsenv.Secret(ctx, sm, a.APISecretSecret)
+			if err != nil {
+				return nil, fmt.Errorf("providers.alimtalk.api_secret_secret: %w", err)
+			}
+			secret = v
+		}
+		ac := alimtalk.Config{APIKey: a.APIKey, APISecret: secret, From: a.From, BaseURL: a.BaseURL, Apps: map[string]alimtalk.App{}}
+		for name, app := range a.Apps {
+			ac.Apps[name] = alimtalk.App{SenderKey: app.SenderKey}
+		}
+		s, err := alimtalk.New(ac)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,336 @@
+// Package alimtalk sends Kakao AlimTalk — template messages to a phone number's KakaoTalk —
+// through Solapi's REST API, one message per request, and classifies Solapi's answers into
+// notify error codes, among them EUNREACHABLE for a recipient KakaoTalk cannot reach (the
+// trigger of an SMS/LMS fallback).
+//
+// Solapi rather than NHN Cloud: its API reference, authentication and status codes are published
+// in its own documentation repository and matched by its official SDKs (request and response
+// types, signing), so every field here can be checked against two sources; NHN Cloud's reference
+// is only the rendered pages. What this package follows:
+//
+//   - Sending: POST /messages/v4/send-many/detail with {"messages": [{"to", "type": "ATA",
+//     "kakaoOptions": {"pfId", "templateId", "variables": {"#{name}": value}, "disableSms",
+//     "buttons"}}], "showMessageList": true}; the answer carries groupInfo, failedMessageList
+//     (messages refused at registration, with statusCode and statusMessage) and messageList
+//     (the accepted ones, with messageId) — https://developers.solapi.com/references/messages/sendManyDetail
+//   - Authentication: "Authorization: HMAC-SHA256 apiKey=<key>, date=<ISO 8601>, salt=<12–64
+//     random characters>, signature=<hex HMAC-SHA256 of date+salt keyed by the API secret>",
+//     refused with 403 InvalidAPIKey, SignatureDoesNotMatch, RequestTimeTooSkewed (±15 minutes)
+//     or DuplicatedSignature — https://docs.solapi.com/authentication/api-key
+//   - Status codes: four digits, 1xxx refused at registration, 2000 accepted, 3xxx failed at
+//     Kakao or the carrier (3104 not a KakaoTalk user, 3107 blocked or inactive), 4000
+//     received — https://docs.solapi.com/api-reference/message-status-codes
+//   - Errors: non-2xx answers are {"errorCode", "errorMessage"} (400 ValidationError for a
+//     malformed request).
+//
+// Kakao's own verdict on a recipient (3104, 3107, 3103 template mismatch) reaches Solapi after
+// the send response, so Solapi reports it later (message list, webhooks); the one table in
+// errors.go classifies those codes wherever they are read, and the sandbox answers them at once
+// in failedMessageList so every path can be exercised.
+package alimtalk
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"herald/internal/notify"
+)
+
+// Solapi's API.
+const (
+	DefaultBaseURL = "https://api.solapi.com"
+	SendPath       = "/messages/v4/send-many/detail"
+)
+
+// MaxBatch is the most messages one Send call takes; each is its own request, so one message's
+// retry never resends another.
+const MaxBatch = 50
+
+// Defaults for Config.
+const (
+	DefaultMaxConcurrency = 8
+	DefaultTimeout        = 10 * time.Second
+)
+
+// Config configures a Sender.
+type Config struct {
+	APIKey    string // Solapi API key
+	APISecret string // its secret; it signs requests and is never sent
+	// Apps maps Herald's provider app (notify.OutboundMessage.App) to its KakaoTalk channel.
+	Apps map[string]App
+	// From is the registered sender number, sent when set; Solapi's own SMS substitution is
+	// always off (disableSms), so it is optional.
+	From string
+	// BaseURL is Solapi's API root; "" is DefaultBaseURL. The sandbox's URL in development.
+	BaseURL string
+	// MaxConcurrency bounds in-flight requests across all Send calls; default 8.
+	MaxConcurrency int
+	// Timeout bounds one request; default 10s.
+	Timeout time.Duration
+}
+
+// App is one KakaoTalk channel.
+type App struct {
+	SenderKey string // the channel's pfId in Solapi
+}
+
+// Validate reports every problem with c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.APIKey == "" {
+		errs = append(errs, errors.New("alimtalk: APIKey is required"))
+	}
+	if c.APISecret == "" {
+		errs = append(errs, errors.New("alimtalk: APISecret is required"))
+	}
+	if len(c.Apps) == 0 {
+		errs = append(errs, errors.New("alimtalk: at least one app (KakaoTalk channel) is required"))
+	}
+	for name, a := range c.Apps {
+		if strings.TrimSpace(a.SenderKey) == "" {
+			errs = append(errs, fmt.Errorf("alimtalk: app %q needs its SenderKey (pfId)", name))
+		}
+	}
+	if c.From != "" && !isKoreanNumber(c.From) {
+		errs = append(errs, fmt.Errorf("alimtalk: From %q is not a Korean phone number", c.From))
+	}
+	if c.BaseURL != "" {
+		if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("alimtalk: BaseURL %q is not an http(s) URL", c.BaseURL))
+		}
+	}
+	if c.MaxConcurrency < 0 {
+		errs = append(errs, errors.New("alimtalk: MaxConcurrency must not be negative"))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, errors.New("alimtalk: Timeout must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// isKoreanNumber accepts any national number (sender numbers may be landlines: 02-…, 1588-…).
+func isKoreanNumber(s string) bool {
+	digits := strings.Map(func(r rune) rune {
+		if r == '-' || r == ' ' {
+			return -1
+		}
+		return r
+	}, s)
+	if len(digits) < 8 || len(digits) > 12 {
+		return false
+	}
+	for _, r := range digits {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// LogValue is c with the secret masked.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("api_key", c.APIKey),
+		slog.String("api_secret", notify.MaskSecret(c.APISecret)),
+		slog.Int("apps", len(c.Apps)),
+		slog.String("base_url", c.BaseURL),
+		slog.Int("max_concurrency", c.MaxConcurrency),
+		slog.Duration("timeout", c.Timeout),
+	)
+}
+
+func (c Config) withDefaults() Config {
+	if c.BaseURL == "" {
+		c.BaseURL = DefaultBaseURL
+	}
+	if c.MaxConcurrency == 0 {
+		c.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	return c
+}
+
+// Sender delivers AlimTalk through Solapi. It is safe for concurrent use.
+type Sender struct {
+	cfg      Config
+	endpoint string
+	client   *http.Client
+	pool     *http.Transport
+	slots    chan struct{} // one per in-flight request
+	now      func() time.Time
+}
+
+var _ notify.Sender = (*Sender)(nil)
+
+// New returns a Sender for cfg; it makes no request.
+func New(cfg Config) (*Sender, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	// Keep as many idle connections as requests may be in flight (Go keeps 2 per host).
+	t.MaxIdleConnsPerHost = cfg.MaxConcurrency
+	t.MaxIdleConns = max(t.MaxIdleConns, cfg.MaxConcurrency)
+	return &Sender{
+		cfg:      cfg,
+		endpoint: strings.TrimRight(cfg.BaseURL, "/") + SendPath,
+		client: &http.Client{
+			Transport:     t,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		pool:  t,
+		slots: make(chan struct{}, cfg.MaxConcurrency),
+		now:   time.Now,
+	}, nil
+}
+
+// CloseIdleConnections closes the connections not carrying a request; the Sender stays usable.
+func (s *Sender) CloseIdleConnections() { s.pool.CloseIdleConnections() }
+
+// Provider is AlimTalk.
+func (s *Sender) Provider() notify.Provider { return notify.ProviderAlimTalk }
+
+// MaxBatch is 50.
+func (s *Sender) MaxBatch() int { return MaxBatch }
+
+// Send sends one AlimTalk per message (MessageFrom reads it), concurrently up to
+// MaxConcurrency, and returns one result per message in order. Per-message errors carry
+// EUNREACHABLE (not on KakaoTalk, channel blocked: fall back to SMS/LMS), EINVALID (not a
+// Korean mobile number — notify.ReasonUnsupportedAddress —, no template, an unknown app; nothing
+// is sent), EREJECTED or ETOOLARGE (template mismatch, bad sender key or variables),
+// ESUPPRESSED, EDEADADDRESS, ETHROTTLED, EUNAVAILABLE, EAUTH or EINTERNAL. The call itself
+// fails with ETOOLARGE for more than MaxBatch messages, and with EUNAVAILABLE if ctx is done
+// before anything was sent.
+func (s *Sender) Send(ctx context.Context, msgs []notify.OutboundMessage) ([]notify.SendResult, error) {
+	return notify.SendEach(ctx, notify.ProviderAlimTalk, MaxBatch, s.slots, msgs, s.sendOne)
+}
+
+func (s *Sender) sendOne(ctx context.Context, m notify.OutboundMessage) (string, error) {
+	app, ok := s.cfg.Apps[m.App]
+	if !ok {
+		return "", notify.Errorf(notify.EINVALID, "alimtalk send %s: no KakaoTalk channel configured for app %q", m.DeliveryID, m.App)
+	}
+	msg, err := MessageFrom(m, app.SenderKey)
+	if err != nil {
+		return "", fmt.Errorf("alimtalk send %s: %w", m.DeliveryID, err)
+	}
+	req, err := buildRequest(msg, s.cfg.From, m.DeliveryID)
+	if err != nil {
+		return "", fmt.Errorf("alimtalk send %s: %w", m.DeliveryID, err)
+	}
+	return s.post(ctx, req, m.DeliveryID, m.Address)
+}
+
+// sendResponse is the part of Solapi's answer Herald reads.
+type sendResponse struct {
+	GroupInfo struct {
+		GroupID string `json:"groupId"`
+		Count   struct {
+			Total             int `json:"total"`
+			RegisteredSuccess int `json:"registeredSuccess"`
+			RegisteredFailed  int `json:"registeredFailed"`
+		} `json:"count"`
+	} `json:"groupInfo"`
+	FailedMessageList []messageStatus `json:"failedMessageList"`
+	MessageList       []messageStatus `json:"messageList"`
+}
+
+type messageStatus struct {
+	To            string `json:"to"`
+	MessageID     string `json:"messageId"`
+	StatusCode    string `json:"statusCode"`
+	StatusMessage string `json:"statusMessage"`
+}
+
+// maxResponse bounds what is read of an answer; one message's is a few kilobytes.
+const maxResponse = 1 << 20
+
+// post sends one request and turns the answer into the message id or a classified error.
+func (s *Sender) post(ctx context.Context, body sendRequest, deliveryID, phone string) (string, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return "", notify.Wrap(notify.EINTERNAL, err, "alimtalk send %s: encode", deliveryID)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, bytes.NewReader(b))
+	if err != nil {
+		return "", notify.Wrap(notify.EINTERNAL, err, "alimtalk send %s: request", deliveryID)
+	}
+	auth, err := Authorization(s.cfg.APIKey, s.cfg.APISecret, s.now())
+	if err != nil {
+		return "", notify.Wrap(notify.EINTERNAL, err, "alimtalk send %s: sign", deliveryID)
+	}
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return "", classifyHTTP(err, 0, apiError{}, 0, deliveryID, phone)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	retryAfter := notify.ParseRetryAfter(resp.Header.Get("Retry-After"), s.now())
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		var e apiError
+		_ = json.Unmarshal(raw, &e) // a body that is not Solapi's JSON leaves the status to decide
+		return "", classifyHTTP(err, resp.StatusCode, e, retryAfter, deliveryID, phone)
+	}
+	var out sendResponse
+	if err != nil || json.Unmarshal(raw, &out) != nil {
+		// Accepted or not, nobody can tell: retried, and a duplicate is the lesser harm.
+		return "", notify.Errorf(notify.EINTERNAL, "alimtalk send %s: HTTP %d with an unreadable body", deliveryID, resp.StatusCode)
+	}
+	if len(out.FailedMessageList) > 0 {
+		f := out.FailedMessageList[0]
+		return "", classifyStatus(f.StatusCode, f.StatusMessage, deliveryID, phone)
+	}
+	if len(out.MessageList) > 0 {
+		m := out.MessageList[0]
+		if code := statusCode(m.StatusCode); code != "" {
+			return "", classifyStatus(m.StatusCode, m.StatusMessage, deliveryID, phone)
+		}
+		if m.MessageID != "" {
+			return m.MessageID, nil
+		}
+	}
+	if out.GroupInfo.Count.RegisteredSuccess > 0 && out.GroupInfo.GroupID != "" {
+		return out.GroupInfo.GroupID, nil // no message list: the group names the send
+	}
+	return "", notify.Errorf(notify.EINTERNAL, "alimtalk send %s: HTTP %d without an accepted or failed message", deliveryID, resp.StatusCode)
+}
+
+// Authorization is Solapi's HMAC-SHA256 Authorization header for a request at now: a fresh
+// random salt, the date in ISO 8601 (UTC, seconds), and the hex HMAC-SHA256 of date+salt keyed
+// by the API secret.
+func Authorization(apiKey, apiSecret string, now time.Time) (string, error) {
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return "", err
+	}
+	date := now.UTC().Format(time.RFC3339)
+	s := hex.EncodeToString(salt)
+	return fmt.Sprintf("HMAC-SHA256 apiKey=%s, date=%s, salt=%s, signature=%s", apiKey, date, s, Signature(apiSecret, date, s)), nil
+}
+
+// Signature is the hex HMAC-SHA256 of date+salt keyed by secret.
+func Signature(secret, date, salt string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(date + salt))
+	return hex.EncodeToString(mac.Sum(nil))
+}

@@ -1,0 +1,272 @@
+package alimtalk_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+
+	"herald/internal/alimtalk"
+	"herald/internal/notify"
+	"herald/internal/sandbox"
+)
+
+const (
+	testKey    = "NCSSANDBOXKEY0001"
+	testSecret = "sandbox-secret-0123456789"
+	testPfID   = "KA01PF26120100000sandbox"
+)
+
+type fixture struct {
+	srv    *sandbox.Server
+	sender *alimtalk.Sender
+}
+
+func setup(t *testing.T, edit ...func(*alimtalk.Config)) fixture {
+	t.Helper()
+	srv, err := sandbox.Start(sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	srv.TrustAlimTalkKey(testKey, testSecret)
+	cfg := alimtalk.Config{APIKey: testKey, APISecret: testSecret, BaseURL: srv.URL(), MaxConcurrency: 4,
+		Apps: map[string]alimtalk.App{"default": {SenderKey: testPfID}, "invalidapp": {SenderKey: "invalid-pf"}}}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	s, err := alimtalk.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.CloseIdleConnections) // before the sandbox closes (cleanups run last first)
+	return fixture{srv: srv, sender: s}
+}
+
+func talk(id, phone, template string) notify.OutboundMessage {
+	return notify.OutboundMessage{
+		DeliveryID: "d_" + id, NotificationID: "n_" + id, Channel: "alimtalk", Address: phone, App: "default",
+		Content: notify.Content{Title: "ignored", Data: map[string]string{
+			alimtalk.DataTemplate: template, "#{name}": "김하나", "#{order}": id, "push_only": "x",
+		}},
+	}
+}
+
+func TestSendEveryRule(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	bad := talk("10", "01012340010", "ORDER_SHIPPED")
+	bad.App = "invalidapp" // its pfId contains "invalid": Solapi does not know the channel
+	tests := []struct {
+		name     string
+		msg      notify.OutboundMessage
+		code     string // "" sent
+		inMsg    string
+		recorded string // the number the sandbox recorded, when sent
+	}{
+		{"accepted, E.164", talk("1", "+821012345678", "ORDER_SHIPPED"), "", "", "01012345678"},
+		{"accepted, dashed", talk("2", "010-2222-3333", "ORDER_SHIPPED"), "", "", "01022223333"},
+		{"not a KakaoTalk user", talk("3", "+821055550001", "ORDER_SHIPPED"), notify.EUNREACHABLE, "3104", ""},
+		{"blocked the channel", talk("4", "010-5555-0002", "ORDER_SHIPPED"), notify.EUNREACHABLE, "3107", ""},
+		{"template mismatch", talk("5", "01012340005", "ORDER_mismatch"), notify.EREJECTED, "3103", ""},
+		{"template not registered", talk("6", "01012340006", "unregistered_T"), notify.EREJECTED, "3105", ""},
+		{"bad sender key", bad, notify.EREJECTED, "1041", ""},
+		{"foreign number: nothing sent", talk("7", "+14155550100", "ORDER_SHIPPED"), notify.EINVALID, notify.ReasonUnsupportedAddress, ""},
+		{"landline: nothing sent", talk("8", "02-1234-5678", "ORDER_SHIPPED"), notify.EINVALID, notify.ReasonUnsupportedAddress, ""},
+		{"no template: nothing sent", talk("9", "01012340009", ""), notify.EINVALID, alimtalk.DataTemplate, ""},
+	}
+	unknownApp := talk("11", "01012340011", "ORDER_SHIPPED")
+	unknownApp.App = "other"
+
+	msgs := make([]notify.OutboundMessage, 0, len(tests)+1)
+	for _, tt := range tests {
+		msgs = append(msgs, tt.msg)
+	}
+	msgs = append(msgs, unknownApp)
+	res, err := f.sender.Send(t.Context(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(msgs) {
+		t.Fatalf("%d results for %d messages", len(res), len(msgs))
+	}
+	for i, tt := range tests {
+		r := res[i]
+		if r.DeliveryID != tt.msg.DeliveryID {
+			t.Errorf("%s: result for %s", tt.name, r.DeliveryID)
+		}
+		if tt.code == "" {
+			if r.Err != nil || !strings.HasPrefix(r.ProviderMessageID, "M4V") {
+				t.Errorf("%s: %+v, want sent with a Solapi message id", tt.name, r)
+				continue
+			}
+			got := f.srv.Recorder.List("alimtalk", tt.recorded)
+			if len(got) != 1 || got[0].MessageID != r.ProviderMessageID || got[0].App != testPfID ||
+				got[0].Data["template_id"] != "ORDER_SHIPPED" || got[0].Data["#{name}"] != "김하나" || got[0].Data["#{order}"] != strings.TrimPrefix(tt.msg.DeliveryID, "d_") ||
+				got[0].Data["custom.heraldDeliveryId"] != tt.msg.DeliveryID || got[0].Data["push_only"] != "" {
+				t.Errorf("%s: recorded %+v", tt.name, got)
+			}
+			continue
+		}
+		if !notify.IsCode(r.Err, tt.code) || !strings.Contains(r.Err.Error(), tt.inMsg) {
+			t.Errorf("%s: %v, want %s mentioning %q", tt.name, r.Err, tt.code, tt.inMsg)
+		}
+		if notify.IsRetryable(r.Err) {
+			t.Errorf("%s: %v is retryable", tt.name, r.Err)
+		}
+		digits := strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return r
+			}
+			return -1
+		}, tt.msg.Address)
+		if strings.Contains(r.Err.Error(), tt.msg.Address) || strings.Contains(r.Err.Error(), "0"+strings.TrimPrefix(digits, "82")) {
+			t.Errorf("%s: the error shows the phone: %v", tt.name, r.Err)
+		}
+	}
+	if last := res[len(res)-1]; !notify.IsCode(last.Err, notify.EINVALID) || !strings.Contains(last.Err.Error(), `"other"`) {
+		t.Errorf("unknown app: %v", last.Err)
+	}
+	if got := f.srv.Recorder.Len(); got != 2 {
+		t.Errorf("recorded %d, want the 2 accepted", got)
+	}
+}
+
+func TestThrottledThenAccepted(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for name, m := range map[string]notify.OutboundMessage{
+		"by phone":    talk("p", "010-5555-4292", "ORDER_SHIPPED"),
+		"by template": talk("t", "010-1234-0042", "ORDER_throttle2"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for attempt := 1; attempt <= 2; attempt++ {
+				res, err := f.sender.Send(t.Context(), []notify.OutboundMessage{m})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !notify.IsCode(res[0].Err, notify.ETHROTTLED) || notify.RetryAfter(res[0].Err).Seconds() != 1 {
+					t.Fatalf("attempt %d: %v (retry after %v), want %s after 1s", attempt, res[0].Err, notify.RetryAfter(res[0].Err), notify.ETHROTTLED)
+				}
+			}
+			res, err := f.sender.Send(t.Context(), []notify.OutboundMessage{m})
+			if err != nil || res[0].Err != nil {
+				t.Fatalf("attempt 3: %v %v", err, res[0].Err)
+			}
+		})
+	}
+}
+
+func TestUnavailableThenAccepted(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	m := []notify.OutboundMessage{talk("u", "+82 10-5555-5031", "ORDER_SHIPPED")}
+	res, err := f.sender.Send(t.Context(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !notify.IsCode(res[0].Err, notify.EUNAVAILABLE) || !notify.IsRetryable(res[0].Err) {
+		t.Fatalf("attempt 1: %v, want %s", res[0].Err, notify.EUNAVAILABLE)
+	}
+	if res, _ = f.sender.Send(t.Context(), m); res[0].Err != nil {
+		t.Fatalf("attempt 2: %v", res[0].Err)
+	}
+}
+
+func TestWrongCredentialsAreAuthErrors(t *testing.T) {
+	t.Parallel()
+	tests := map[string]func(*alimtalk.Config){
+		"unknown key":  func(c *alimtalk.Config) { c.APIKey = "NCSUNKNOWN" },
+		"wrong secret": func(c *alimtalk.Config) { c.APISecret = "not-the-secret" },
+	}
+	for name, edit := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t, edit)
+			res, err := f.sender.Send(t.Context(), []notify.OutboundMessage{talk("w", "01012345678", "ORDER_SHIPPED")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !notify.IsCode(res[0].Err, notify.EAUTH) || !notify.IsRetryable(res[0].Err) {
+				t.Errorf("got %v, want %s", res[0].Err, notify.EAUTH)
+			}
+			if f.srv.Recorder.Len() != 0 {
+				t.Error("recorded a message sent with wrong credentials")
+			}
+		})
+	}
+}
+
+func TestConnectionRefusedIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s, err := alimtalk.New(alimtalk.Config{APIKey: testKey, APISecret: testSecret, BaseURL: "http://" + addr,
+		Apps: map[string]alimtalk.App{"default": {SenderKey: testPfID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Send(t.Context(), []notify.OutboundMessage{talk("c", "+821011112222", "ORDER_SHIPPED")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !notify.IsCode(res[0].Err, notify.EUNAVAILABLE) || strings.Contains(res[0].Err.Error(), "1011112222") {
+		t.Errorf("got %v, want %s without the phone", res[0].Err, notify.EUNAVAILABLE)
+	}
+}
+
+func TestSendLimits(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	if f.sender.MaxBatch() != alimtalk.MaxBatch || f.sender.Provider() != notify.ProviderAlimTalk {
+		t.Errorf("MaxBatch %d, Provider %s", f.sender.MaxBatch(), f.sender.Provider())
+	}
+	if _, err := f.sender.Send(t.Context(), make([]notify.OutboundMessage, alimtalk.MaxBatch+1)); !notify.IsCode(err, notify.ETOOLARGE) {
+		t.Errorf("over MaxBatch: %v, want %s", err, notify.ETOOLARGE)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := f.sender.Send(ctx, []notify.OutboundMessage{talk("z", "01012345678", "ORDER_SHIPPED")}); !notify.IsCode(err, notify.EUNAVAILABLE) {
+		t.Errorf("canceled: %v, want %s", err, notify.EUNAVAILABLE)
+	}
+	if f.srv.Recorder.Len() != 0 {
+		t.Error("something was sent")
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	ok := alimtalk.Config{APIKey: testKey, APISecret: testSecret, Apps: map[string]alimtalk.App{"default": {SenderKey: testPfID}}}
+	tests := []struct {
+		name string
+		edit func(*alimtalk.Config)
+		want []string
+	}{
+		{"no key", func(c *alimtalk.Config) { c.APIKey = "" }, []string{"APIKey"}},
+		{"no secret", func(c *alimtalk.Config) { c.APISecret = "" }, []string{"APISecret"}},
+		{"no app", func(c *alimtalk.Config) { c.Apps = nil }, []string{"app"}},
+		{"app without pfId", func(c *alimtalk.Config) { c.Apps = map[string]alimtalk.App{"x": {}} }, []string{`app "x"`, "SenderKey"}},
+		{"everything", func(c *alimtalk.Config) {
+			c.From, c.BaseURL, c.MaxConcurrency, c.Timeout = "+1 415", "localhost:1", -1, -1
+		}, []string{"From", "BaseURL", "MaxConcurrency", "Timeout"}},
+	}
+	for _, tt := range tests {
+		c := ok
+		tt.edit(&c)
+		_, err := alimtalk.New(c)
+		if err == nil {
+			t.Errorf("%s: accepted", tt.name)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not mention %q", tt.name, err, w)
+			}
+		}
+	}
+}
