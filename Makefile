@@ -26,6 +26,18 @@ test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS ada
 	@echo "==> CDK assertion tests and cdk-nag (infra/, its own module)"
 	@$(MAKE) --no-print-directory test-infra
 
+# Fuzzing: every func FuzzXxx in the module's tests (their seed corpora run in `go test` too).
+FUZZTIME ?= 30s
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME (default 30s) each, one after another (FUZZPARALLEL=n limits the workers); findings go to the package's testdata/fuzz
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd internal functions events | sort); do \
+	  for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+	    echo "==> $$name (./$$(dirname $$f), $(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $(if $(FUZZPARALLEL),-parallel $(FUZZPARALLEL)) ./$$(dirname $$f); \
+	  done; \
+	done
+
 build: ## build the herald CLI into bin/ and every Lambda into bin/lambda/<name>/bootstrap (linux/arm64)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/herald ./cmd/herald
