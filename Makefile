@@ -28,13 +28,16 @@ test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS ada
 
 # Fuzzing: every func FuzzXxx in the module's tests (their seed corpora run in `go test` too).
 FUZZTIME ?= 30s
+# Minimizing each new interesting input may take 60s by default, the whole FUZZTIME of a slow
+# target; a few seconds keeps the time fuzzing.
+FUZZMINIMIZETIME ?= 5s
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME (default 30s) each, one after another (FUZZPARALLEL=n limits the workers); findings go to the package's testdata/fuzz
 	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd internal functions events | sort); do \
 	  for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
 	    echo "==> $$name (./$$(dirname $$f), $(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $(if $(FUZZPARALLEL),-parallel $(FUZZPARALLEL)) ./$$(dirname $$f); \
+	    $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $(if $(FUZZPARALLEL),-parallel $(FUZZPARALLEL)) ./$$(dirname $$f); \
 	  done; \
 	done
 
