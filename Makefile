@@ -15,15 +15,32 @@ help: ## list the targets
 run: ## start Herald locally (API, workers, sandbox providers) on $(ADDR), data in $(DATA)
 	$(GO) run ./cmd/herald dev --addr $(ADDR) --data $(DATA) $(if $(CONFIG),--config $(CONFIG))
 
+# go test would run a subset of vet's checks on every package again: -vet=off, go vet ran them all.
 test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS adapters, pipeline, API, kill-and-restart, functions under the emulator, CDK)
 	@echo "==> go vet"
 	$(GO) vet ./...
-	@$(MAKE) --no-print-directory tools
+	@$(MAKE) --no-print-directory tools test-binaries
 	@set -e; ep=$$(scripts/dynamodb-local.sh start); trap 'scripts/dynamodb-local.sh stop' EXIT; \
-	echo "==> go test (DynamoDB Local at $$ep; builds the herald and function binaries for the end-to-end and emulator tests)"; \
-	HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) HERALD_ASL_VALIDATOR=$(ASL_VALIDATE) $(GO) test -count=1 -timeout 30m ./...
+	echo "==> go test (DynamoDB Local at $$ep; the herald and function binaries from $(TESTBIN))"; \
+	HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) HERALD_ASL_VALIDATOR=$(ASL_VALIDATE) HERALD_BIN=$(TESTBIN)/herald HERALD_FUNCTIONS_BIN=$(TESTBIN)/fn \
+	$(GO) test -vet=off -count=1 -timeout 30m ./...
 	@echo "==> CDK assertion tests and cdk-nag (infra/, its own module)"
 	@$(MAKE) --no-print-directory test-infra
+
+# Fuzzing: every func FuzzXxx in the module's tests (their seed corpora run in `go test` too).
+FUZZTIME ?= 30s
+# Minimizing each new interesting input may take 60s by default, the whole FUZZTIME of a slow
+# target; a few seconds keeps the time fuzzing.
+FUZZMINIMIZETIME ?= 5s
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME (default 30s) each, one after another (FUZZPARALLEL=n limits the workers); findings go to the package's testdata/fuzz
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd internal functions events | sort); do \
+	  for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+	    echo "==> $$name (./$$(dirname $$f), $(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $(if $(FUZZPARALLEL),-parallel $(FUZZPARALLEL)) ./$$(dirname $$f); \
+	  done; \
+	done
 
 build: ## build the herald CLI into bin/ and every Lambda into bin/lambda/<name>/bootstrap (linux/arm64)
 	@mkdir -p $(BIN)
@@ -37,6 +54,20 @@ bench: build tools ## print figures: pipeline vs raw SDK throughput, a campaign 
 	echo "==> functions under aws-lambda-rie"; \
 	HERALD_FUNCTION_BENCH=1 HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) $(GO) test -count=1 -run TestReportInitAndSize -v ./functions/ | grep -v '^=== \|^--- \|^PASS\|^ok\|INFO'
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/sqlite/ ./internal/fcm/ ./internal/apns/
+
+# The binaries the end-to-end and emulator tests run, built once per `make test` for this host with
+# the settings `go vet` and `go test` compile with (no -trimpath, no CGO_ENABLED or GOARCH change:
+# any of those recompiles every package, minutes on a cold cache), so the packages come from the
+# build cache they fill and only the mains (and the few packages lambda.norpc changes) are
+# compiled. -s -w only skips writing DWARF and symbols: it changes no compile and links faster.
+# The shipped artifacts are `make build`'s, not these.
+TESTBIN := $(CURDIR)/.build
+
+.PHONY: test-binaries
+test-binaries: ## build the herald binary and every function for the tests into .build/ (host, from the build cache)
+	@echo "==> $(TESTBIN)/herald and $(TESTBIN)/fn/<function>"
+	$(GO) build -ldflags='-s -w' -o $(TESTBIN)/herald ./cmd/herald
+	$(GO) build -tags lambda.norpc -ldflags='-s -w' -o $(TESTBIN)/fn/ ./functions/...
 
 # aws-lambda-rie, pinned, built from the Go module proxy into .tools/bin.
 RIE         := $(CURDIR)/.tools/bin/aws-lambda-rie
@@ -56,15 +87,15 @@ $(RIE):
 	@echo "==> installing aws-lambda-rie $(RIE_VERSION) into .tools/bin"
 	GOBIN=$(CURDIR)/.tools/bin $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 
-invoke: tools ## run a function binary under aws-lambda-rie on an event: make invoke FN=ingest EVENT=events/ingest/sqs-batch-with-poison.json
+invoke: tools test-binaries ## run a function binary under aws-lambda-rie on an event: make invoke FN=ingest EVENT=events/ingest/sqs-batch-with-poison.json
 	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=<function> EVENT=<events/… file>"; exit 2; }
 	@set -e; ep=$$(scripts/dynamodb-local.sh start); trap 'scripts/dynamodb-local.sh stop' EXIT; \
-	HERALD_INVOKE_FN=$(FN) HERALD_INVOKE_EVENT=$(EVENT) HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) \
+	HERALD_INVOKE_FN=$(FN) HERALD_INVOKE_EVENT=$(EVENT) HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) HERALD_FUNCTIONS_BIN=$(TESTBIN)/fn \
 	$(GO) test -count=1 -run '^TestInvoke$$' -v ./functions/ | grep -v '^=== \|^--- \|^PASS\|^ok'
 
 
 clean: ## remove build output and the local data directory
-	rm -rf $(BIN) $(DATA)
+	rm -rf $(BIN) $(DATA) $(TESTBIN)
 
 # ---- AWS: Lambda packages and the CDK app (infra/ is its own Go module) ----
 ENV        ?= dev

@@ -5,7 +5,9 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -91,6 +93,58 @@ func TestSchemaMatchesTypes(t *testing.T) {
 	} {
 		if got := jsonFields(c.typ); !reflect.DeepEqual(got, c.schema) {
 			t.Errorf("%s: schema properties %v, Go fields %v", c.name, c.schema, got)
+		}
+	}
+}
+
+// TestEveryFunctionHasEvents: every functions/<name> has its folder here, with at least one
+// envelope, so the emulator test (functions/rie_test.go) has something real to run it on.
+func TestEveryFunctionHasEvents(t *testing.T) {
+	t.Parallel()
+	mains, err := filepath.Glob("../functions/*/main.go")
+	if err != nil || len(mains) == 0 {
+		t.Fatalf("no functions found: %v", err)
+	}
+	for _, m := range mains {
+		name := filepath.Base(filepath.Dir(m))
+		if files, _ := filepath.Glob(filepath.Join(name, "*.json")); len(files) == 0 {
+			t.Errorf("function %s has no events/%s/*.json", name, name)
+		}
+	}
+}
+
+// TestEveryEventIsUsed: every file here is named by some test of the module (by its path under
+// events/, or by its base name where a test builds the path), so none rots unread.
+func TestEveryEventIsUsed(t *testing.T) {
+	t.Parallel()
+	var tests []string
+	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && p != ".." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "infra"):
+			return filepath.SkipDir
+		case !d.IsDir() && strings.HasSuffix(p, "_test.go"):
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			tests = append(tests, string(b))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(tests, "\n")
+	files, _ := filepath.Glob("*/*.json")
+	if len(files) == 0 {
+		t.Fatal("no event files")
+	}
+	for _, f := range files {
+		base := strings.TrimSuffix(filepath.Base(f), ".json")
+		if !strings.Contains(all, filepath.ToSlash(f)) && !strings.Contains(all, `"`+base+`"`) {
+			t.Errorf("events/%s is used by no test", f)
 		}
 	}
 }

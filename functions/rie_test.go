@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,10 +23,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"herald/internal/awsenv"
 	"herald/internal/awsenv/awsenvtest"
+	"herald/internal/campaign"
 	"herald/internal/notify"
+	"herald/internal/pipeline"
 )
 
+// binDir holds one binary per function: $HERALD_FUNCTIONS_BIN (`make test` builds them once,
+// see the test-binaries target), or a temporary directory TestMain builds them into.
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -32,23 +39,45 @@ func TestMain(m *testing.M) {
 		if os.Getenv("HERALD_DYNAMODB_ENDPOINT") == "" || rie() == "" {
 			return m.Run() // the tests skip with a message
 		}
-		dir, err := os.MkdirTemp("", "herald-fn-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+		if binDir = os.Getenv("HERALD_FUNCTIONS_BIN"); binDir == "" {
+			dir, err := os.MkdirTemp("", "herald-fn-")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(dir)
+			binDir = dir
+			// One go build for every function (the linker runs in parallel), with the settings
+			// go test compiles with, so every package comes from the build cache: no -trimpath,
+			// no CGO_ENABLED or GOARCH change (the release build, make build-lambda, has those).
+			// -s -w changes no compile and links faster.
+			cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-ldflags=-s -w", "-o", dir+"/", "./...")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "build functions: %v\n%s", err, b)
+				return 1
+			}
 		}
-		defer os.RemoveAll(dir)
-		binDir = dir
-		// One go build for every function: the linker runs in parallel.
-		cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", dir+"/", "./...")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build functions: %v\n%s", err, b)
+		if err := haveEveryFunction(binDir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 		return m.Run()
 	}()
 	os.Exit(code)
+}
+
+// haveEveryFunction checks dir holds a binary for every functions/<name>.
+func haveEveryFunction(dir string) error {
+	mains, err := filepath.Glob("*/main.go")
+	if err != nil || len(mains) == 0 {
+		return fmt.Errorf("no functions/*/main.go found (%v)", err)
+	}
+	for _, m := range mains {
+		if name := filepath.Dir(m); !fileExists(filepath.Join(dir, name)) {
+			return fmt.Errorf("%s has no %s binary: build it with `make test-binaries` or unset HERALD_FUNCTIONS_BIN", dir, name)
+		}
+	}
+	return nil
 }
 
 // rie finds aws-lambda-rie: $HERALD_RIE, then .tools/bin (where make installs it), then PATH.
@@ -130,6 +159,9 @@ func invoke[T any](f *function, ev any) (T, time.Duration) {
 	return out, d
 }
 
+// TestBinariesUnderEmulator runs every function binary on its envelopes in events/<function>/,
+// each stage on the messages the stage before really produced (the fixtures are checked against
+// them), and checks what each answered and did.
 func TestBinariesUnderEmulator(t *testing.T) {
 	if os.Getenv("HERALD_DYNAMODB_ENDPOINT") == "" || rie() == "" {
 		t.Skip("needs aws-lambda-rie and DynamoDB Local: `make test` installs the one and starts the other")
@@ -137,6 +169,7 @@ func TestBinariesUnderEmulator(t *testing.T) {
 	awsenvtest.EventsDir = "../events/"
 	w := awsenvtest.Setup(t)
 	ctx := context.Background()
+	orderID := notify.NotificationIDFor("demo", "order-2002-shipped", time.Now())
 
 	// ingest: the poison message, and only it, is reported failed.
 	ingest := start(t, w, "ingest")
@@ -152,21 +185,61 @@ func TestBinariesUnderEmulator(t *testing.T) {
 		t.Fatalf("ingest batchItemFailures = %v, want [%s]\n%s", got, poison, ingest.logs)
 	}
 
-	// send: the same batch fed twice delivers once.
+	// prepare: the fixture's first message is the one ingest enqueued; the second names a
+	// notification that does not exist and is reported failed (and dead-lettered as invalid).
 	prepare, send := start(t, w, "prepare"), start(t, w, "send")
-	if r, _ := invoke[events.SQSEventResponse](prepare, w.Receive("prepare-realtime", 1)); len(r.BatchItemFailures) != 0 {
-		t.Fatalf("prepare failures %v\n%s", r.BatchItemFailures, prepare.logs)
-	}
-	batch := w.Receive("send-realtime", 1)
+	sameAsFixture(t, drain(t, w, "prepare-realtime"), "prepare/sqs-prepare-realtime-with-unknown.json", 0)
+	ev = w.EnqueueFixture("prepare/sqs-prepare-realtime-with-unknown.json")
+	resp, _ = invoke[events.SQSEventResponse](prepare, ev)
+	wantFailed(t, "prepare", resp, ev, `"n_0000000000000000000000unkn"`, prepare)
+	wantDeadLetter(t, w, "prepare-realtime-dlq", notify.EINVALID)
+
+	// send: the fixture's batch is the one prepare enqueued; fed twice it delivers once, and the
+	// undecodable message beside it is reported failed both times.
+	sameAsFixture(t, drain(t, w, "send-realtime"), "send/sqs-send-realtime-with-poison.json", 0)
+	ev = w.EnqueueFixture("send/sqs-send-realtime-with-poison.json")
 	for range 2 {
-		if r, _ := invoke[events.SQSEventResponse](send, batch); len(r.BatchItemFailures) != 0 {
-			t.Fatalf("send failures %v\n%s", r.BatchItemFailures, send.logs)
-		}
+		resp, _ = invoke[events.SQSEventResponse](send, ev)
+		wantFailed(t, "send", resp, ev, `"notification_id": 2002`, send)
 	}
 	if n := len(w.Sandbox.Recorder.List("fcm", "fcm-carol-direct-0001")); n != 1 {
 		t.Fatalf("delivered %d times, want 1\n%s", n, send.logs)
 	}
 
+	// record: the fixture's message is what send enqueued; two for one notification in a batch
+	// are looked at once, one for an unknown notification is reported failed, and the
+	// notification ends SENT.
+	record := start(t, w, "record")
+	sameAsFixture(t, drain(t, w, "record-realtime"), "record/sqs-record-realtime-with-unknown.json", 0)
+	ev = w.EnqueueFixture("record/sqs-record-realtime-with-unknown.json")
+	resp, _ = invoke[events.SQSEventResponse](record, ev)
+	wantFailed(t, "record", resp, ev, `"n_0000000000000000000000unkn"`, record)
+	if n, err := w.Env.Store.GetNotification(ctx, orderID); err != nil || n.Status != notify.StatusSent {
+		t.Fatalf("notification after record: %+v %v, want SENT\n%s", n, err, record.logs)
+	}
+
+	// cleanup: a dead token registered before the send that found it dead is removed, a dead
+	// mailbox is suppressed, and a message of the wrong shape is reported failed.
+	registered := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC) // before the fixture's seen_before
+	if err := w.Env.Store.PutDevice(ctx, notify.Device{UserID: "dave", Token: "fcm-dave-unregistered-0001", App: "default",
+		Platform: notify.PlatformFCM, Environment: "production", UpdatedAt: registered}); err != nil {
+		t.Fatal(err)
+	}
+	cleanup := start(t, w, "cleanup")
+	ev = w.EnqueueFixture("cleanup/sqs-cleanup-with-poison.json")
+	resp, _ = invoke[events.SQSEventResponse](cleanup, ev)
+	wantFailed(t, "cleanup", resp, ev, `{"dead_tokens": {`, cleanup)
+	if ds, err := w.Env.Store.ListDevices(ctx, []string{"dave"}); err != nil || len(ds["dave"]) != 0 {
+		t.Fatalf("dave's devices after cleanup: %+v %v, want none\n%s", ds, err, cleanup.logs)
+	}
+	gone := notify.AddressKey(notify.ChannelEmail, "gone-mailbox@example.com")
+	if sup, err := w.Env.Store.Suppressed(ctx, []string{gone}); err != nil || sup[gone].Reason != notify.ReasonBounced {
+		t.Fatalf("suppressions after cleanup: %+v %v, want gone-mailbox@example.com bounced\n%s", sup, err, cleanup.logs)
+	}
+
+	// campaign: the state machine's task inputs, each step's output the next step's input (as
+	// the fixtures show it), and an unknown step failing the task.
+	campaignSteps(t, w, start(t, w, "campaign"), prepare, send)
 	// api: 401 without a key.
 	api := start(t, w, "api")
 	var req events.APIGatewayV2HTTPRequest
@@ -178,8 +251,7 @@ func TestBinariesUnderEmulator(t *testing.T) {
 	// admin: serves the operator routes to an admin service's signed caller; api does not.
 	admin := start(t, w, "admin")
 	req = events.APIGatewayV2HTTPRequest{}
-	_ = json.Unmarshal(awsenvtest.Fixture(t, "api/post-notification-iam.json"), &req)
-	req.RawPath, req.RequestContext.HTTP.Path, req.RequestContext.HTTP.Method, req.Body = "/v1/admin/queues", "/v1/admin/queues", "GET", ""
+	_ = json.Unmarshal(awsenvtest.Fixture(t, "admin/get-queues-iam.json"), &req)
 	if r, _ := invoke[events.APIGatewayV2HTTPResponse](admin, req); r.StatusCode != http.StatusOK || !strings.Contains(r.Body, `"ingest-demo"`) {
 		t.Fatalf("admin GET /v1/admin/queues: %d %s\n%s", r.StatusCode, r.Body, admin.logs)
 	}
@@ -276,4 +348,172 @@ func TestInvoke(t *testing.T) {
 	}
 	b, _ := json.MarshalIndent(out, "", "  ")
 	fmt.Printf("%s\n(%v)\n--- function log ---\n%s", b, d.Round(time.Millisecond), f.logs)
+}
+
+// drain takes every visible message off queue, deletes it, and returns the bodies.
+func drain(t *testing.T, w *awsenvtest.World, queue string) []string {
+	t.Helper()
+	var bodies []string
+	for {
+		out, err := w.SQS.ReceiveMessage(context.Background(), &awssqs.ReceiveMessageInput{
+			QueueUrl: aws.String(w.URLBase + queue), MaxNumberOfMessages: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return bodies
+		}
+		for _, m := range out.Messages {
+			bodies = append(bodies, *m.Body)
+			if _, err := w.SQS.DeleteMessage(context.Background(), &awssqs.DeleteMessageInput{
+				QueueUrl: aws.String(w.URLBase + queue), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// sameJSON reports whether a and b are the same JSON value.
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// sameAsFixture checks that the stage before really produced the body of record i of an events/
+// file: every body in got must be it, and there must be at least one.
+func sameAsFixture(t *testing.T, got []string, file string, i int) {
+	t.Helper()
+	var ev events.SQSEvent
+	if err := json.Unmarshal(awsenvtest.Fixture(t, file), &ev); err != nil {
+		t.Fatal(err)
+	}
+	want := ev.Records[i].Body
+	if len(got) == 0 {
+		t.Fatalf("%s record %d: the stage before enqueued nothing, want %s", file, i, want)
+	}
+	for _, b := range got {
+		if !sameJSON([]byte(b), []byte(want)) {
+			t.Fatalf("%s record %d is\n  %s\nbut the stage before enqueued\n  %s", file, i, want, b)
+		}
+	}
+}
+
+// wantFailed checks that the batch response names exactly the records of ev whose body
+// contains marker.
+func wantFailed(t *testing.T, name string, resp events.SQSEventResponse, ev events.SQSEvent, marker string, f *function) {
+	t.Helper()
+	var want []string
+	for _, r := range ev.Records {
+		if strings.Contains(r.Body, marker) {
+			want = append(want, r.MessageId)
+		}
+	}
+	got := awsenvtest.FailedIDs(resp)
+	slices.Sort(got)
+	slices.Sort(want)
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Fatalf("%s batchItemFailures = %v, want %v (the records with %s)\n%s", name, got, want, marker, f.logs)
+	}
+}
+
+// wantDeadLetter checks that dlq holds a message dead-lettered at once with error code code.
+func wantDeadLetter(t *testing.T, w *awsenvtest.World, dlq, code string) {
+	t.Helper()
+	ev := w.Receive(dlq, 1)
+	if len(ev.Records) != 1 {
+		t.Fatalf("%s holds %d messages, want 1", dlq, len(ev.Records))
+	}
+	if got := ev.Records[0].MessageAttributes[pipeline.AttrErrorCode].StringValue; got == nil || *got != code {
+		t.Fatalf("%s message attributes %+v, want error code %s", dlq, ev.Records[0].MessageAttributes, code)
+	}
+}
+
+// lambdaError is the body the runtime answers a failed invocation with.
+type lambdaError struct {
+	ErrorMessage string `json:"errorMessage"`
+	ErrorType    string `json:"errorType"`
+}
+
+// taskState reads an events/campaign file's state.
+func taskState(t *testing.T, file string) campaign.MachineState {
+	t.Helper()
+	var in awsenv.CampaignEvent
+	if err := json.Unmarshal(awsenvtest.Fixture(t, file), &in); err != nil {
+		t.Fatal(err)
+	}
+	return in.State
+}
+
+func sameState(a, b campaign.MachineState) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return sameJSON(x, y)
+}
+
+// campaignSteps runs a campaign to two devices through the campaign function on the task inputs
+// in events/campaign — CheckWindow opens, FetchPage commits the page and answers the prepare
+// message the state machine's Map puts on prepare-bulk, SaveCursor finishes — then that message
+// (events/prepare/sqs-prepare-bulk-campaign.json) through prepare and send.
+func campaignSteps(t *testing.T, w *awsenvtest.World, fn, prepare, send *function) {
+	t.Helper()
+	ctx := context.Background()
+	id := taskState(t, "campaign/check-window.json").CampaignID
+	now := time.Now().UTC()
+	for i, u := range []string{"erin", "frank"} {
+		if err := w.Env.Store.PutDevice(ctx, notify.Device{UserID: u, Token: "fcm-campaign-" + u, App: "default",
+			Platform: notify.PlatformFCM, Environment: "production", UpdatedAt: now.Add(time.Duration(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &notify.Campaign{ID: id, Service: "demo",
+		Notification: notify.Notification{Category: notify.CategoryTransactional, Channels: []notify.Channel{notify.ChannelPush},
+			Content: notify.Content{Title: "Spring sale", Body: "Starts now"}},
+		Audience: notify.Audience{Sources: []notify.Segment{{Kind: notify.AudienceAppDevices, App: "default"}}},
+		State:    notify.CampaignScheduled, CreatedAt: now, UpdatedAt: now}
+	if _, _, err := w.Env.Store.CreateCampaign(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+
+	var in awsenv.CampaignEvent
+	for _, step := range []struct{ file, next string }{
+		{"campaign/check-window.json", "campaign/fetch-page.json"},
+		{"campaign/fetch-page.json", "campaign/save-cursor.json"},
+	} {
+		_ = json.Unmarshal(awsenvtest.Fixture(t, step.file), &in)
+		got, _ := invoke[campaign.MachineState](fn, in)
+		if want := taskState(t, step.next); !sameState(got, want) {
+			t.Fatalf("%s answered %+v, want the state in %s: %+v\n%s", step.file, got, step.next, want, fn.logs)
+		}
+	}
+	_ = json.Unmarshal(awsenvtest.Fixture(t, "campaign/save-cursor.json"), &in)
+	if got, _ := invoke[campaign.MachineState](fn, in); !got.Done || len(got.Batches) != 0 {
+		t.Fatalf("SaveCursor answered %+v, want done with no batches\n%s", got, fn.logs)
+	}
+	if got, err := w.Env.Store.GetCampaign(ctx, id); err != nil || !got.State.Final() || got.Cursor.Members != 2 {
+		t.Fatalf("campaign after SaveCursor: %+v %v, want ended with 2 members", got, err)
+	}
+	_ = json.Unmarshal(awsenvtest.Fixture(t, "campaign/unknown-step.json"), &in)
+	if got, _ := invoke[lambdaError](fn, in); !strings.Contains(got.ErrorMessage, `unknown campaign step "SendEverything"`) {
+		t.Fatalf("unknown step answered %+v, want the task failed naming the step\n%s", got, fn.logs)
+	}
+
+	// The Map's message: FetchPage's batch, on prepare-bulk; prepare makes one send batch of
+	// both devices, and send delivers it.
+	sameAsFixture(t, []string{string(taskState(t, "campaign/save-cursor.json").Batches[0])}, "prepare/sqs-prepare-bulk-campaign.json", 0)
+	ev := w.EnqueueFixture("prepare/sqs-prepare-bulk-campaign.json")
+	if r, _ := invoke[events.SQSEventResponse](prepare, ev); len(r.BatchItemFailures) != 0 {
+		t.Fatalf("prepare (bulk) failures %v\n%s", r.BatchItemFailures, prepare.logs)
+	}
+	batch := w.Receive("send-bulk", 1)
+	if len(batch.Records) != 1 || !strings.Contains(batch.Records[0].Body, `"batch":`) {
+		t.Fatalf("send-bulk after prepare: %+v, want one batch with its batch id", batch.Records)
+	}
+	if r, _ := invoke[events.SQSEventResponse](send, batch); len(r.BatchItemFailures) != 0 {
+		t.Fatalf("send (bulk) failures %v\n%s", r.BatchItemFailures, send.logs)
+	}
+	for _, u := range []string{"erin", "frank"} {
+		if n := len(w.Sandbox.Recorder.List("fcm", "fcm-campaign-"+u)); n != 1 {
+			t.Fatalf("campaign push to %s delivered %d times, want 1\n%s", u, n, send.logs)
+		}
+	}
 }

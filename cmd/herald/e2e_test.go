@@ -19,16 +19,25 @@ import (
 
 // These tests run the real `herald dev` binary, kill it, and start it again.
 
+// heraldBin is the binary under test: $HERALD_BIN (`make test` builds it once, see the
+// test-binaries target), or one TestMain builds into a temporary directory.
 var heraldBin string
 
 func TestMain(m *testing.M) {
+	if heraldBin = os.Getenv("HERALD_BIN"); heraldBin != "" {
+		if _, err := os.Stat(heraldBin); err != nil {
+			fmt.Fprintln(os.Stderr, "HERALD_BIN:", err)
+			os.Exit(1)
+		}
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "herald-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	heraldBin = filepath.Join(dir, "herald")
-	build := exec.Command("go", "build", "-o", heraldBin, ".")
+	build := exec.Command("go", "build", "-ldflags=-s -w", "-o", heraldBin, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build herald:", err)

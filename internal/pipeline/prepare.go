@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -66,10 +67,11 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 	}
 	// The store, not the cached notification, says what a chunk holds: a campaign's notification
 	// grows while the campaign runs.
-	lo := pm.Chunk * p.cfg.ChunkSize
-	if lo < 0 {
+	// A chunk whose first index overflows is out of range, not the chunk it wraps around to.
+	if pm.Chunk < 0 || pm.Chunk > math.MaxInt/p.cfg.ChunkSize {
 		return notify.Errorf(notify.EINVALID, "prepare %s: chunk %d out of range", n.ID, pm.Chunk)
 	}
+	lo := pm.Chunk * p.cfg.ChunkSize
 	rs, err := p.store.GetRecipients(ctx, n.ID, lo, p.cfg.ChunkSize)
 	if err != nil {
 		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)

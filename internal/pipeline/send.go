@@ -65,7 +65,13 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 		}
 	}
 	sender, ok := p.senders[sm.Provider]
-	if !ok {
+	switch {
+	case !ok && !sendsThrough(sm.Provider):
+		// No runtime ever has a sender for it: retrying cannot help.
+		return notify.Errorf(notify.EINVALID, "send %s: unknown provider %q", n.ID, sm.Provider)
+	case !ok:
+		// A provider this runtime is not configured for: retryable, so nothing is lost while an
+		// operator fixes the configuration.
 		return notify.Errorf(notify.EINTERNAL, "send %s: no sender configured for provider %q", n.ID, sm.Provider)
 	}
 	// Wait for the provider's quota before claiming, so a lease covers only the send itself.
@@ -342,6 +348,16 @@ func (p *Pipeline) contentFor(n *notify.Notification, ch notify.Channel, locale 
 		c.Title = notify.AdTitle(n.Category, c.Title, true)
 	}
 	return c
+}
+
+// sendsThrough reports whether prov is a provider send batches go to (the inbox is written by
+// prepare and has no sender).
+func sendsThrough(prov notify.Provider) bool {
+	switch prov {
+	case notify.ProviderFCM, notify.ProviderAPNs, notify.ProviderSES, notify.ProviderTwilio:
+		return true
+	}
+	return false
 }
 
 func channelOf(prov notify.Provider) notify.Channel {
