@@ -108,57 +108,53 @@ func StartSQS(o Options, pick func(e *Env, queue string) pipeline.Handler) error
 	return nil
 }
 
-// StartAPI is the api function's main, returning like StartSQS.
-func StartAPI() error {
-	e, err := Load(context.Background(), Options{API: true})
+// startWithCampaigns loads the environment and its campaign control (nil without a campaign
+// state machine), then serves with start; it returns like StartSQS.
+func startWithCampaigns(o Options, start func(e *Env, c *campaign.Control)) error {
+	e, err := Load(context.Background(), o)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	var campaigns api.Campaigns
-	switch c, err := e.CampaignControl(); {
-	case err != nil:
+	c, err := e.CampaignControl()
+	if err != nil {
 		return fmt.Errorf("config: %w", err)
-	case c != nil:
-		campaigns = c
 	}
-	lambda.Start(e.APIHandler(campaigns))
+	start(e, c)
 	return nil
+}
+
+// orNil is c as the interface I, and a nil I — not an I holding a nil pointer — when c is nil,
+// which is how the API and ingest tell "no campaign state machine".
+func orNil[I any](c *campaign.Control) I {
+	var none I
+	if c == nil {
+		return none
+	}
+	return any(c).(I)
+}
+
+// StartAPI is the api function's main, returning like StartSQS.
+func StartAPI() error {
+	return startWithCampaigns(Options{API: true}, func(e *Env, c *campaign.Control) {
+		lambda.Start(e.APIHandler(orNil[api.Campaigns](c)))
+	})
 }
 
 // StartIngest is the ingest function's main, returning like StartSQS: every service's ingest
 // queue, where a reserved fire for a campaign starts its execution.
 func StartIngest() error {
-	e, err := Load(context.Background(), Options{})
-	if err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	var campaigns pipeline.CampaignFirer
-	switch c, err := e.CampaignControl(); {
-	case err != nil:
-		return fmt.Errorf("config: %w", err)
-	case c != nil:
-		campaigns = c
-	}
-	lambda.Start(e.SQSHandler(func(queue string) pipeline.Handler {
-		return e.Pipeline.IngestWithCampaigns(strings.TrimPrefix(queue, "ingest-"), e.Scheduler, campaigns)
-	}))
-	return nil
+	return startWithCampaigns(Options{}, func(e *Env, c *campaign.Control) {
+		campaigns := orNil[pipeline.CampaignFirer](c)
+		lambda.Start(e.SQSHandler(func(queue string) pipeline.Handler {
+			return e.Pipeline.IngestWithCampaigns(strings.TrimPrefix(queue, "ingest-"), e.Scheduler, campaigns)
+		}))
+	})
 }
 
 // StartAdmin is the admin function's main, returning like StartSQS. It reads no API keys: behind
 // API Gateway every /v1 call is SigV4-signed, and the caller's role decides the service.
 func StartAdmin() error {
-	e, err := Load(context.Background(), Options{})
-	if err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	var campaigns api.Campaigns
-	switch c, err := e.CampaignControl(); {
-	case err != nil:
-		return fmt.Errorf("config: %w", err)
-	case c != nil:
-		campaigns = c
-	}
-	lambda.Start(e.AdminHandler(campaigns))
-	return nil
+	return startWithCampaigns(Options{}, func(e *Env, c *campaign.Control) {
+		lambda.Start(e.AdminHandler(orNil[api.Campaigns](c)))
+	})
 }

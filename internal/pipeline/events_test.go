@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"testing"
 
 	"herald/internal/notify"
 	"herald/internal/pipeline"
-	"herald/internal/seal"
-	"herald/internal/sqlite"
 )
 
 type sink struct {
@@ -56,16 +53,7 @@ func sendRequest(t *testing.T, key string, n int) []byte {
 // none; a sink that refuses does not fail the message.
 func TestIngestEmitsLargeSendStarted(t *testing.T) {
 	t.Parallel()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "h.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	box, _ := seal.New(make([]byte, 32))
-	st, err := sqlite.NewStore(db, box)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, st := openStore(t)
 	ev := &sink{}
 	p := pipeline.New(pipeline.Deps{Store: st, Queue: discardQueue{}, Events: ev,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, pipeline.Config{})

@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"herald/internal/notify"
 	"herald/internal/pipeline"
-	"herald/internal/seal"
 	"herald/internal/sqlite"
 )
 
@@ -39,16 +37,7 @@ func (r recordingScheduler) Unschedule(_ context.Context, id string) error {
 
 func newFireHarness(t *testing.T) *fireHarness {
 	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "h.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	box, _ := seal.New(make([]byte, 32))
-	st, err := sqlite.NewStore(db, box)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, st := openStore(t)
 	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
 	var qcfgs []notify.QueueConfig
 	for _, name := range []string{"ingest-shop", "ingest-news"} {

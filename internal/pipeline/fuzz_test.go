@@ -16,7 +16,6 @@ import (
 
 	"herald/internal/notify"
 	"herald/internal/pipeline"
-	"herald/internal/seal"
 	"herald/internal/sqlite"
 )
 
@@ -71,16 +70,7 @@ const fuzzService = "demo"
 
 func newFuzzWorld(f testing.TB) *fuzzWorld {
 	f.Helper()
-	db, err := sqlite.Open(filepath.Join(f.TempDir(), "h.db"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { db.Close() })
-	box, _ := seal.New(make([]byte, 32))
-	st, err := sqlite.NewStore(db, box)
-	if err != nil {
-		f.Fatal(err)
-	}
+	_, st := openStore(f)
 	q := &captureQueue{keep: true, bodies: map[string][][]byte{}}
 	var senders []notify.Sender
 	for _, p := range []notify.Provider{notify.ProviderFCM, notify.ProviderAPNs, notify.ProviderSES, notify.ProviderTwilio} {

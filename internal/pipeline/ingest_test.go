@@ -3,13 +3,11 @@ package pipeline_test
 import (
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"herald/internal/notify"
 	"herald/internal/pipeline"
-	"herald/internal/seal"
 	"herald/internal/sqlite"
 )
 
@@ -18,16 +16,7 @@ import (
 // idempotency_key_reused, not dropped in silence; a redelivery of the same request is a no-op.
 func TestIngestDeadLettersReusedKey(t *testing.T) {
 	t.Parallel()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "h.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	box, _ := seal.New(make([]byte, 32))
-	st, err := sqlite.NewStore(db, box)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, st := openStore(t)
 	queue := notify.IngestQueue("orders")
 	q, err := sqlite.NewQueue(db, []notify.QueueConfig{{Name: queue, MaxReceiveCount: 5, DLQ: notify.DLQName(queue)},
 		{Name: notify.DLQName(queue)}}, notify.SystemClock{})

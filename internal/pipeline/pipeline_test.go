@@ -41,19 +41,27 @@ func TestSettle(t *testing.T) {
 	}
 }
 
-// setup builds a pipeline on real SQLite adapters, with no senders (bounce and cleanup need none).
-func setup(t *testing.T) (*pipeline.Pipeline, *sqlite.Store) {
-	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "h.db"))
+// openStore opens a SQLite database in a temporary directory (closed when tb ends) and the
+// Store on it, for the tests that build a pipeline on real adapters.
+func openStore(tb testing.TB) (*sqlite.DB, *sqlite.Store) {
+	tb.Helper()
+	db, err := sqlite.Open(filepath.Join(tb.TempDir(), "h.db"))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	tb.Cleanup(func() { db.Close() })
 	box, _ := seal.New(make([]byte, 32))
 	st, err := sqlite.NewStore(db, box)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return db, st
+}
+
+// setup builds a pipeline on real SQLite adapters, with no senders (bounce and cleanup need none).
+func setup(t *testing.T) (*pipeline.Pipeline, *sqlite.Store) {
+	t.Helper()
+	db, st := openStore(t)
 	q, err := sqlite.NewQueue(db, []notify.QueueConfig{{Name: "cleanup", MaxReceiveCount: 5}}, notify.SystemClock{})
 	if err != nil {
 		t.Fatal(err)
