@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"herald/internal/notify"
 )
@@ -38,7 +39,9 @@ const (
 	rearmCampaigns     = "c."
 )
 
-func (s *server) rearmSchedules(w http.ResponseWriter, r *http.Request) error {
+func (s *server) rearmSchedules(w http.ResponseWriter, r *http.Request) (err error) {
+	params := map[string]string{}
+	defer s.audit(w, r, notify.AuditSchedulesRearm, notify.AuditTargetSchedules, "", params, &err)
 	if !s.admins[serviceOf(r)] {
 		return notify.Errorf(notify.EFORBIDDEN, "re-arming schedules needs a service listed as admin in herald.yaml")
 	}
@@ -89,6 +92,8 @@ func (s *server) rearmSchedules(w http.ResponseWriter, r *http.Request) error {
 			out.NextCursor = rearmCampaigns + next
 		}
 	}
+	params["notifications"], params["campaigns"] = strconv.Itoa(out.Notifications), strconv.Itoa(out.Campaigns)
+	params["more"] = strconv.FormatBool(out.NextCursor != "")
 	s.log.InfoContext(ctx, "schedules re-armed", "notifications", out.Notifications, "campaigns", out.Campaigns,
 		"more", out.NextCursor != "", "by", serviceOf(r))
 	out.NextCursor = s.sealCursor("rearm", "", out.NextCursor)
