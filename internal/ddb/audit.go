@@ -14,11 +14,16 @@ import (
 
 var _ notify.AuditLog = (*Store)(nil)
 
+// AuditKeyPrefix starts the partition key of every audit log item in the notifications table,
+// so a role that only appends to the log (the admin function's) can be granted PutItem on keys
+// with this prefix alone (dynamodb:LeadingKeys).
+const AuditKeyPrefix = "AUDIT#"
+
 // The audit log lives in the notifications table (see the package doc): one partition per
 // month of entries, sorted newest last by "<at as 20 digits>#<id>", and one id claim per entry
 // that makes AppendAudit idempotent on the id whatever time a retry stamps.
 const (
-	auditPrefix   = "AUDIT#"    // every audit key starts with it (the admin role's grant is scoped to it)
+	auditPrefix   = AuditKeyPrefix
 	auditIDPrefix = "AUDIT#ID#" // id claims; a month is AUDIT#<yyyy-mm>
 	auditClaimSK  = "A"
 	auditMonth    = "2006-01"
