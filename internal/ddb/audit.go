@@ -157,7 +157,7 @@ func (s *Store) ListAudit(ctx context.Context, f notify.AuditFilter, cursor stri
 			return nil, "", wrapErr("list audit", err)
 		}
 		for _, it := range items {
-			if it.SK == cursor || it.At < lower.UnixNano() {
+			if it.SK == cursor {
 				continue
 			}
 			out = append(out, it.entry())

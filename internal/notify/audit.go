@@ -171,12 +171,6 @@ type AuditFilter struct {
 	From, To   time.Time
 }
 
-// Matches reports whether e passes f's field filters (not its times).
-func (f AuditFilter) Matches(e AuditEntry) bool {
-	return (f.Actor == "" || e.Actor == f.Actor) && (f.Action == "" || e.Action == f.Action) &&
-		(f.TargetType == "" || e.TargetType == f.TargetType) && (f.TargetID == "" || e.TargetID == f.TargetID)
-}
-
 // MaxAuditPage is the most entries one ListAudit call returns.
 const MaxAuditPage = 500
 
