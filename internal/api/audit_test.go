@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"herald/internal/notify"
+	"herald/internal/sqlite"
 )
 
 // withAudit records to the env's store and lets orders (not billing) operate queues and read
@@ -179,5 +180,33 @@ func TestAuditOncePerRequestID(t *testing.T) {
 	got := auditEntries(t, e, "?action=campaign.pause")
 	if len(got.Entries) != 1 || got.Entries[0].RequestID != "req-42" || got.Entries[0].Result != notify.AuditResultOK {
 		t.Fatalf("entries %+v, want one for req-42", got.Entries)
+	}
+}
+
+// TestAuditUploadAndRearm: an audience list upload and a re-arm of the schedules are recorded
+// with what they did; the upload's user ids are not.
+func TestAuditUploadAndRearm(t *testing.T) {
+	t.Parallel()
+	var sched *sqlite.Scheduler
+	e := setup(t, withAudit, withScheduler(t, &sched))
+	wantStatus(t, e.upload(t, "vip", ordersKey, "alice\nbob\nalice\nnot an id\n", "", 0), http.StatusOK)
+	e.clock.Advance(time.Second)
+	rearmAll(t, e, "100")
+	got := auditEntries(t, e, "")
+	if len(got.Entries) != 2 {
+		t.Fatalf("entries %+v", got.Entries)
+	}
+	rearm, upload := got.Entries[0], got.Entries[1]
+	if rearm.Action != notify.AuditSchedulesRearm || rearm.TargetType != notify.AuditTargetSchedules || rearm.Result != notify.AuditResultOK ||
+		rearm.Params["notifications"] != "0" || rearm.Params["more"] != "false" {
+		t.Errorf("rearm entry %+v", rearm)
+	}
+	if upload.Action != notify.AuditAudienceListUpload || upload.TargetType != notify.AuditTargetAudienceList || upload.TargetID != "vip" ||
+		upload.Params["appended"] != "2" || upload.Params["lines"] != "4" || upload.Params["rejected"] != "1" {
+		t.Errorf("upload entry %+v", upload)
+	}
+	rec := e.do(t, "GET", "/v1/admin/audit", ordersKey, nil)
+	if strings.Contains(rec.Body.String(), "alice") {
+		t.Errorf("the log holds a user id of the upload: %s", rec.Body)
 	}
 }

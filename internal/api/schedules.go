@@ -66,6 +66,10 @@ func (s *server) rearmSchedules(w http.ResponseWriter, r *http.Request) (err err
 	}
 	ctx := r.Context()
 	var out rearmResponse
+	defer func() { // runs before the audit entry is written (defers run last in, first out), also after a failed page
+		params["notifications"], params["campaigns"] = strconv.Itoa(out.Notifications), strconv.Itoa(out.Campaigns)
+		params["more"] = strconv.FormatBool(out.NextCursor != "")
+	}()
 	if phase == rearmNotifications {
 		page, next, err := s.store.ListScheduledNotifications(ctx, inner, limit)
 		if err != nil {
@@ -92,8 +96,6 @@ func (s *server) rearmSchedules(w http.ResponseWriter, r *http.Request) (err err
 			out.NextCursor = rearmCampaigns + next
 		}
 	}
-	params["notifications"], params["campaigns"] = strconv.Itoa(out.Notifications), strconv.Itoa(out.Campaigns)
-	params["more"] = strconv.FormatBool(out.NextCursor != "")
 	s.log.InfoContext(ctx, "schedules re-armed", "notifications", out.Notifications, "campaigns", out.Campaigns,
 		"more", out.NextCursor != "", "by", serviceOf(r))
 	out.NextCursor = s.sealCursor("rearm", "", out.NextCursor)

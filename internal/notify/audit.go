@@ -176,6 +176,10 @@ const MaxAuditPage = 500
 
 // AuditLog is the append-only log of operator actions. It has no way to change or delete an
 // entry: entries only expire, after AuditRetention. Adapters pass internal/notify/audittest.
+//
+// An export of the log reads it through ListAudit, page by page under the export's filter, and
+// needs no method of its own; creating or downloading an export is itself an operator action,
+// recorded like the others once its actions are added to AuditActions.
 type AuditLog interface {
 	// AppendAudit stores e (its Params sanitized with SanitizeAuditParams). Appending an id
 	// already stored changes nothing and is no error, so a retried request does not write
