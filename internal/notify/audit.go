@@ -26,7 +26,7 @@ type AuditAction string
 // to AuditActions.
 const (
 	AuditQueueRedrive           AuditAction = "queue.redrive"
-	AuditDeadLetterDelete       AuditAction = "dead_letter.delete"
+	AuditDeadLetterDelete       AuditAction = "dead_letter.delete" // for a route deleting dead letters; none does yet
 	AuditNotificationCancel     AuditAction = "notification.cancel"
 	AuditNotificationReschedule AuditAction = "notification.reschedule"
 	AuditCampaignCancel         AuditAction = "campaign.cancel"
