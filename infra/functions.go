@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
 
+	"herald/internal/ddb"
 	"herald/internal/notify"
 )
 
@@ -104,7 +105,8 @@ var functionWiring = map[string]wiring{
 	audienceFunction: {tables: map[string]access{"users": readWrite}},
 	// The operator routes (/v1/admin/…): queue depths, dead letters, redrive, and re-arming
 	// reserved sends from the notifications table (which lists SCHEDULED notifications and
-	// campaigns). Its queue and scheduler rights are granted in addFunction.
+	// campaigns). Its queue and scheduler rights, and its appends to the audit log, are granted
+	// in addFunction.
 	adminFunction: {tables: map[string]access{"notifications": read}},
 }
 
@@ -245,6 +247,17 @@ func (h *herald) addFunction(name string) error {
 		// POST /v1/admin/schedules/rearm arms every reserved send and campaign again after the
 		// schedule group was replaced.
 		h.grantReservedSends(role, func(k string, v *string) { env[k] = v })
+		// Every operator action appends to the audit log in the notifications table, which
+		// this role otherwise only reads: PutItem (the audit append is a transaction of puts)
+		// on the log's own keys, never an update or a delete, nor a put of another item.
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("AppendAuditLog"),
+			Actions:   jsii.Strings("dynamodb:PutItem"),
+			Resources: &[]*string{h.tables["notifications"].TableArn()},
+			Conditions: &map[string]any{"ForAllValues:StringLike": map[string]any{
+				"dynamodb:LeadingKeys": []string{ddb.AuditKeyPrefix + "*"},
+			}},
+		}))
 	}
 
 	if w.events {

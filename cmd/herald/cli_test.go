@@ -31,6 +31,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"audience", "show"}, []string{"-api", "-key", "LIST"}},
 		{[]string{"schedules"}, []string{"schedules rearm"}},
 		{[]string{"schedules", "rearm"}, []string{"-api", "-key", "-sigv4", "-limit"}},
+		{[]string{"audit"}, []string{"-api", "-key", "-sigv4", "-actor", "-action", "-target", "-since", "-limit", "-json"}},
 		{[]string{"bench"}, []string{"-recipients", "-per-notification", "-raw-batches", "-send-workers", "-cpuprofile", "bench campaign"}},
 		{[]string{"bench", "campaign"}, []string{"-devices", "-probe-rate", "-idle-probes", "-max-probes", "-timeout"}},
 	} {

@@ -1,5 +1,5 @@
 // Command herald is Herald's CLI: `herald dev` runs the whole stack as one local process; `herald
-// send`, `dlq`, `campaign` and `audience` talk to a running API; `herald bench` measures throughput.
+// send`, `dlq`, `campaign`, `audience`, `schedules` and `audit` talk to a running API; `herald bench` measures throughput.
 package main
 
 import (
@@ -17,6 +17,8 @@ Usage:
                [--channels push,inbox] [--title T] --body B [--idempotency-key K] [--wait]
   herald dlq   [show QUEUE [--json] | redrive QUEUE]   queue depths, dead letters (masked), redrive
   herald schedules rearm [--sigv4]                 arm every reserved send's schedule again from the tables
+  herald audit [--actor S] [--action A] [--target TYPE:ID] [--since 24h]
+                                                  who did what: the operator audit log, newest first
   herald campaign create [--app default | --lists L1,L2] [--title T] --body B [--send-at RFC3339] [--max-rate N]
   herald campaign watch ID                        progress until the campaign ends
   herald audience upload LIST FILE                append a file of user ids (one per line, or CSV) to a list
@@ -40,6 +42,7 @@ var commands = map[string]command{
 	"campaign":  runCampaign,
 	"audience":  runAudience,
 	"schedules": runSchedules,
+	"audit":     runAudit,
 	"bench":     runBench,
 }
 

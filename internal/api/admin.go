@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,7 +98,9 @@ func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *server) redrive(w http.ResponseWriter, r *http.Request) error {
+func (s *server) redrive(w http.ResponseWriter, r *http.Request) (err error) {
+	params := map[string]string{}
+	defer s.audit(w, r, notify.AuditQueueRedrive, notify.AuditTargetQueue, r.PathValue("queue"), params, &err)
 	if err := s.requireAdmin(r); err != nil {
 		return err
 	}
@@ -109,6 +112,7 @@ func (s *server) redrive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	params["moved"] = strconv.Itoa(n)
 	s.log.InfoContext(r.Context(), "dead letters redriven", "queue", q, "moved", n, "by", serviceOf(r))
 	writeJSON(w, http.StatusOK, map[string]any{"queue": q, "moved": n})
 	return nil

@@ -69,6 +69,13 @@ type Options struct {
 	// Routes selects the routes served (default AllRoutes): in AWS the api function serves
 	// ServiceRoutes and the admin function AdminRoutes; the others answer 404.
 	Routes RouteSet
+	// Audit records every operator action and serves GET /v1/admin/audit (see audit.go). Nil:
+	// nothing is recorded and that route answers 501.
+	Audit notify.AuditLog
+	// RequestID returns the id the front end gave the request (API Gateway's request id), which
+	// audit entries carry and derive their id from, so a request served twice is recorded once.
+	// Nil or "": entries get a random id.
+	RequestID func(r *http.Request) string
 }
 
 // Principal is who a request acts as: a calling service, or an end user, who may only use
@@ -126,6 +133,7 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/admin/queues/{queue}/dead-letters", handle: (*server).listDeadLetters},
 	{Method: "POST", Path: "/v1/admin/queues/{queue}/redrive", handle: (*server).redrive},
 	{Method: "POST", Path: "/v1/admin/schedules/rearm", handle: (*server).rearmSchedules},
+	{Method: "GET", Path: "/v1/admin/audit", handle: (*server).listAudit},
 }
 
 // probeMethods are tried to tell a wrong method (405) from an unknown path (404).
@@ -150,6 +158,8 @@ type server struct {
 	maxUpload        int64
 	apps             map[notify.Platform][]string
 	cursorKey        []byte
+	auditLog         notify.AuditLog
+	requestID        func(r *http.Request) string
 }
 
 type apiKey struct {
@@ -181,6 +191,8 @@ func New(o Options) http.Handler {
 		maxUpload:        o.MaxUploadBytes,
 		apps:             o.Apps,
 		cursorKey:        o.CursorKey,
+		auditLog:         o.Audit,
+		requestID:        o.RequestID,
 	}
 	if l, ok := o.Store.(AudienceLists); ok && s.lists == nil {
 		s.lists = l
@@ -221,7 +233,8 @@ func New(o Options) http.Handler {
 
 // requestInfo is filled in while a request is served and read by the access log.
 type requestInfo struct {
-	service   string
+	service   string // "user" for an end user
+	user      string // an end user's subject
 	unmatched bool
 }
 
@@ -299,7 +312,7 @@ func (s *server) endpoint(rt route) http.Handler {
 				}
 				p.Service = "user"
 			}
-			infoOf(r).service = p.Service
+			infoOf(r).service, infoOf(r).user = p.Service, p.User
 		}
 		for _, p := range params {
 			if err := checkPathParam(p, r.PathValue(p)); err != nil {
@@ -384,6 +397,7 @@ type statusWriter struct {
 	status      int
 	wroteHeader bool
 	bytes       int64
+	errCode     string // the code of the error response written, for the audit log
 }
 
 func (w *statusWriter) WriteHeader(code int) {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,7 +53,9 @@ func listParam(r *http.Request) (list, stored string, err error) {
 // id — into the list. It is POST, not PUT, because it appends: sending the same file twice adds
 // its ids twice (within one upload they are deduplicated). Content-Length is required, so a body
 // over the limit is refused before anything is appended.
-func (s *server) appendAudienceList(w http.ResponseWriter, r *http.Request) error {
+func (s *server) appendAudienceList(w http.ResponseWriter, r *http.Request) (err error) {
+	params := map[string]string{}
+	defer s.audit(w, r, notify.AuditAudienceListUpload, notify.AuditTargetAudienceList, r.PathValue("list"), params, &err)
 	if s.lists == nil {
 		writeNotImplemented(w, "audience lists are not available in this runtime")
 		return nil
@@ -83,6 +86,8 @@ func (s *server) appendAudienceList(w http.ResponseWriter, r *http.Request) erro
 	_ = rc.SetWriteDeadline(time.Now().Add(2 * allow))
 	body := http.MaxBytesReader(w, r.Body, s.maxUpload)
 	res, err := audience.Import(r.Context(), body, s.lists, stored, audience.Options{})
+	params["bytes"], params["lines"], params["appended"] = strconv.FormatInt(r.ContentLength, 10), strconv.Itoa(res.Lines), strconv.Itoa(res.Appended)
+	params["rejected"] = strconv.Itoa(res.RejectedTotal)
 	if notify.IsCode(err, notify.EINVALID) {
 		msg := fmt.Sprintf("no valid user id in the upload (%d lines)", res.Lines)
 		for i, rj := range res.Rejected {

@@ -282,7 +282,9 @@ func orEmpty(m map[string]int) map[string]int {
 
 // rescheduleCampaign is PATCH /v1/campaigns/{id} {"send_at"}: a reserved campaign starts at the
 // new time instead.
-func (s *server) rescheduleCampaign(w http.ResponseWriter, r *http.Request) error {
+func (s *server) rescheduleCampaign(w http.ResponseWriter, r *http.Request) (err error) {
+	params := map[string]string{}
+	defer s.audit(w, r, notify.AuditCampaignReschedule, notify.AuditTargetCampaign, r.PathValue("id"), params, &err)
 	if !s.requireCampaigns(w) {
 		return nil
 	}
@@ -290,13 +292,18 @@ func (s *server) rescheduleCampaign(w http.ResponseWriter, r *http.Request) erro
 	if err := s.decodeSendAt(w, r, &req); err != nil {
 		return err
 	}
+	if req.SendAt != nil {
+		params["send_at"] = notify.ReservedTime(*req.SendAt).Format(time.RFC3339)
+	}
 	if err := validSendAt(req.SendAt, s.clock.Now()); err != nil {
 		return err
 	}
 	id := r.PathValue("id")
-	if _, err := s.ownCampaign(r, id); err != nil {
+	old, err := s.ownCampaign(r, id)
+	if err != nil {
 		return err
 	}
+	params["previous_send_at"] = timeParam(old.SendAt)
 	if err := s.campaigns.Reschedule(r.Context(), id, notify.ReservedTime(*req.SendAt)); err != nil {
 		return err
 	}
@@ -308,18 +315,21 @@ func (s *server) rescheduleCampaign(w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
-func (s *server) pauseCampaign(w http.ResponseWriter, r *http.Request) error {
+func (s *server) pauseCampaign(w http.ResponseWriter, r *http.Request) (err error) {
+	defer s.audit(w, r, notify.AuditCampaignPause, notify.AuditTargetCampaign, r.PathValue("id"), nil, &err)
 	return s.transitionCampaign(w, r, "pause", s.campaigns.Pause)
 }
 
-func (s *server) resumeCampaign(w http.ResponseWriter, r *http.Request) error {
+func (s *server) resumeCampaign(w http.ResponseWriter, r *http.Request) (err error) {
+	defer s.audit(w, r, notify.AuditCampaignResume, notify.AuditTargetCampaign, r.PathValue("id"), nil, &err)
 	return s.transitionCampaign(w, r, "resume", s.campaigns.Resume)
 }
 
 // cancelCampaign cancels a campaign that has not finished. Cancelling twice answers the same
 // (200, CANCELED), as for notifications; a campaign that already ended otherwise (COMPLETED,
 // FAILED) is a 409 already_finished.
-func (s *server) cancelCampaign(w http.ResponseWriter, r *http.Request) error {
+func (s *server) cancelCampaign(w http.ResponseWriter, r *http.Request) (err error) {
+	defer s.audit(w, r, notify.AuditCampaignCancel, notify.AuditTargetCampaign, r.PathValue("id"), nil, &err)
 	return s.transitionCampaign(w, r, "cancel", s.campaigns.Cancel)
 }
 

@@ -70,9 +70,11 @@ func campaignNotNotification(id string) error {
 // the store changes: if the store write then loses to a fire or a cancel, the extra fire finds
 // the notification no longer SCHEDULED and does nothing, while the other order could leave the
 // old, earlier fire armed for a notification that should wait.
-func (s *server) rescheduleNotification(w http.ResponseWriter, r *http.Request) error {
+func (s *server) rescheduleNotification(w http.ResponseWriter, r *http.Request) (err error) {
 	ctx := r.Context()
 	id := r.PathValue("id")
+	params := map[string]string{}
+	defer s.audit(w, r, notify.AuditNotificationReschedule, notify.AuditTargetNotification, id, params, &err)
 	if notify.IsCampaignID(id) {
 		return campaignNotNotification(id)
 	}
@@ -81,6 +83,9 @@ func (s *server) rescheduleNotification(w http.ResponseWriter, r *http.Request) 
 		return err
 	}
 	now := s.clock.Now()
+	if req.SendAt != nil {
+		params["send_at"] = req.SendAt.UTC().Format(time.RFC3339)
+	}
 	if err := validSendAt(req.SendAt, now); err != nil {
 		return err
 	}
@@ -97,6 +102,7 @@ func (s *server) rescheduleNotification(w http.ResponseWriter, r *http.Request) 
 		return notify.Errorf(notify.ECONFLICT, "notification %s is %s, no longer SCHEDULED; it can't be rescheduled", id, n.Status)
 	}
 	at := notify.ReservedTime(*req.SendAt) // whole seconds, as the schedule keeps it
+	params["send_at"], params["previous_send_at"] = at.Format(time.RFC3339), timeParam(n.SendAt)
 	if err := s.scheduler.Schedule(ctx, id, notify.IngestQueue(n.Service), at); err != nil {
 		return fmt.Errorf("re-arm %s: %w", id, err)
 	}
@@ -113,13 +119,16 @@ func (s *server) rescheduleNotification(w http.ResponseWriter, r *http.Request) 
 // cancelNotification cancels a notification that has not gone out: SCHEDULED (its fire is
 // disarmed, and a fire already on its way finds it CANCELED) or ACCEPTED (send skips the
 // deliveries of a canceled notification). Cancelling twice answers the same.
-func (s *server) cancelNotification(w http.ResponseWriter, r *http.Request) error {
+func (s *server) cancelNotification(w http.ResponseWriter, r *http.Request) (err error) {
 	ctx := r.Context()
 	id := r.PathValue("id")
+	params := map[string]string{}
+	defer s.audit(w, r, notify.AuditNotificationCancel, notify.AuditTargetNotification, id, params, &err)
 	n, err := s.ownNotification(r, id)
 	if err != nil {
 		return err
 	}
+	params["status_before"] = string(n.Status)
 	if n.Status != notify.StatusCanceled {
 		err = s.store.SetNotificationStatus(ctx, id, notify.StatusCanceled, notify.StatusScheduled, notify.StatusAccepted)
 		if notify.IsCode(err, notify.ECONFLICT) {

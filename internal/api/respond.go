@@ -73,6 +73,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
 	}
+	if e, ok := v.(errorBody); ok {
+		if sw, ok := w.(*statusWriter); ok {
+			sw.errCode = e.Error.Code
+		}
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")

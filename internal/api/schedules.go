@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"herald/internal/notify"
 )
@@ -38,7 +39,9 @@ const (
 	rearmCampaigns     = "c."
 )
 
-func (s *server) rearmSchedules(w http.ResponseWriter, r *http.Request) error {
+func (s *server) rearmSchedules(w http.ResponseWriter, r *http.Request) (err error) {
+	params := map[string]string{}
+	defer s.audit(w, r, notify.AuditSchedulesRearm, notify.AuditTargetSchedules, "", params, &err)
 	if !s.admins[serviceOf(r)] {
 		return notify.Errorf(notify.EFORBIDDEN, "re-arming schedules needs a service listed as admin in herald.yaml")
 	}
@@ -63,6 +66,10 @@ func (s *server) rearmSchedules(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx := r.Context()
 	var out rearmResponse
+	defer func() { // runs before the audit entry is written (defers run last in, first out), also after a failed page
+		params["notifications"], params["campaigns"] = strconv.Itoa(out.Notifications), strconv.Itoa(out.Campaigns)
+		params["more"] = strconv.FormatBool(out.NextCursor != "")
+	}()
 	if phase == rearmNotifications {
 		page, next, err := s.store.ListScheduledNotifications(ctx, inner, limit)
 		if err != nil {

@@ -45,6 +45,15 @@ func gatewayAuth(cfg *config.Config) func(r *http.Request) (api.Principal, error
 	}
 }
 
+// gatewayRequestID is API Gateway's id of the request, which audit entries carry (and derive
+// their id from); "" outside API Gateway.
+func gatewayRequestID(r *http.Request) string {
+	if rc, ok := core.GetAPIGatewayV2ContextFromContext(r.Context()); ok {
+		return rc.RequestID
+	}
+	return ""
+}
+
 // principalOf turns a caller ARN into the IAM ARN configured for it: an assumed-role session
 // (arn:aws:sts::123456789012:assumed-role/orders-api/i-0abc) becomes its role
 // (arn:aws:iam::123456789012:role/orders-api); users stay as they are.

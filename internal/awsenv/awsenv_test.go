@@ -132,6 +132,32 @@ func TestFunctionsOnAWSAdapters(t *testing.T) {
 		}
 	}
 
+	// Operator actions are audited in DynamoDB under the gateway's request id: the same request
+	// served twice is one entry, by the service the caller's role maps to.
+	adminReq := func(method, path, requestID string) events.APIGatewayV2HTTPResponse {
+		req := events.APIGatewayV2HTTPRequest{}
+		_ = json.Unmarshal(awsenvtest.Fixture(t, "api/post-notification-iam.json"), &req)
+		req.RawPath, req.RequestContext.HTTP.Path, req.RequestContext.HTTP.Method, req.Body = path, path, method, ""
+		req.RequestContext.RequestID = requestID
+		return awsenvtest.Invoke[events.APIGatewayV2HTTPResponse](t, adminH, req)
+	}
+	for range 2 {
+		if r := adminReq("POST", "/v1/admin/queues/ingest-demo/redrive", "req-redrive-1"); r.StatusCode != 200 {
+			t.Fatalf("redrive: %d %s", r.StatusCode, r.Body)
+		}
+	}
+	r := adminReq("GET", "/v1/admin/audit", "req-audit-read")
+	var audit struct {
+		Entries []notify.AuditEntry `json:"entries"`
+	}
+	if err := json.Unmarshal([]byte(r.Body), &audit); err != nil || r.StatusCode != 200 {
+		t.Fatalf("GET /v1/admin/audit: %d %s", r.StatusCode, r.Body)
+	}
+	if len(audit.Entries) != 1 || audit.Entries[0].Action != notify.AuditQueueRedrive || audit.Entries[0].RequestID != "req-redrive-1" ||
+		audit.Entries[0].Actor != "demo" || audit.Entries[0].TargetID != "ingest-demo" || audit.Entries[0].Result != notify.AuditResultOK {
+		t.Fatalf("audit log %s, want the one redrive by demo", r.Body)
+	}
+
 	// bounce: permanent bounces and complaints suppress; transient bounces and deliveries don't.
 	bounce := e.SQSHandler(func(string) pipeline.Handler { return e.Pipeline.Bounce() })
 	for _, f := range []string{"sqs-ses-bounce-permanent", "sqs-ses-bounce-transient", "sqs-ses-complaint", "sqs-ses-delivery"} {

@@ -28,6 +28,11 @@
 //	                                        ttl from its ExpiresAt: PutBroadcast's idempotency
 //	pk BA#<app>#<00..07>  sk <expiry>#<id>  a copy of the broadcast per target app and read shard;
 //	                                        expiry first, so reads ask for sk > now only
+//	pk AUDIT#<yyyy-mm>    sk <at 20d>#<id>  an audit log entry (notify.AuditEntry) of that month:
+//	                                        id, at (unix ns), actor, actor_kind, action,
+//	                                        target_type, target_id, params (map, sanitized),
+//	                                        result, request_id; ttl = at + one year
+//	pk AUDIT#ID#<id>      sk A              the entry's id claim: entry (its key), the same ttl
 //
 // deliveries — pk id (S), TTL attribute ttl (30 days after creation). One item per delivery with
 // notification_id, nshard, sshard, user_id, channel, provider, app, address_masked, status,
@@ -173,6 +178,27 @@
 // `herald schedules rearm` pages until the end. Reserved campaigns come from the campaign
 // listing partition (pk CAMPAIGNS, filtered on state), then one BatchGetItem of those
 // campaigns.
+//
+// # Audit log
+//
+// The audit log of operator actions (notify.AuditLog) is kept in the notifications table rather
+// than a table of its own: no new table, grant or alarm, and the admin function's role is given
+// PutItem on keys starting AUDIT# only (dynamodb:LeadingKeys), not the whole table. Entries are
+// partitioned by month of At and sorted by "<at>#<id>", so ListAudit is a consistent Query per
+// month, newest month first and descending within it, bounded by the retention horizon (or
+// from) and to (or the cursor, which is the last entry's sort key); at most 13 month queries
+// reach back a year. The filters (actor, action, target type and id) are a filter expression,
+// not an index: operator actions are a few a day, so a filtered listing reads at most a year of
+// them (a few hundred KB) while a GSI per filter would be written on every append for reads that
+// are rare, and would be eventually consistent. A month is one partition, which suits this
+// volume far below a partition's 1,000 writes a second.
+//
+// AppendAudit is one TransactWriteItems of the id claim and the entry, both conditioned on
+// attribute_not_exists: the entry's key holds its time, so the claim is what makes a retried
+// append with the same id (even stamped with another time) write nothing. A ConditionalCheckFailed
+// reason means "appended before" and is success. Nothing updates or deletes an audit item; the
+// TTL (one year after At) removes it, and reads also leave out entries past the horizon, since
+// TTL deletion can lag by days.
 //
 // # Errors
 //

@@ -198,6 +198,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
 		Admin: r.Queue, Queues: o.Config.QueueNames(), AdminServices: o.Config.AdminServices(),
 		Scheduler: r.Scheduler, Apps: o.Config.ProviderApps(), CursorKey: api.CursorKeyFrom(o.Config.Contacts.EncryptionKey),
+		Audit: r.Store,
 		// The store creates and reads campaigns; the steps pause, resume and cancel them.
 		Campaigns: struct {
 			notify.CampaignStore
