@@ -22,6 +22,9 @@ import (
 //	phone +15005550009                       Twilio 400 code 21614 (not a mobile number)
 //	phone +1500555429N (N = 1..9)            Twilio 429 code 20429 for the first N attempts, then accepted
 //	Twilio password starting with "invalid"  401 code 20003 (authentication failed)
+//	web push subscription labelled "gone"    410 Gone (minted with {"label": "gone"}; see webpush.go)
+//	web push subscription labelled "toolarge" 413 Payload Too Large
+//	web push label "throttle<N>"/"unavailable<N>"  as for any address above
 //
 // Every other address is accepted.
 

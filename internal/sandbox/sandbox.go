@@ -110,6 +110,7 @@ func (s *Server) routes() {
 	s.apnsRoutes(s.mux)
 	s.sesRoutes(s.mux)
 	s.twilioRoutes(s.mux)
+	s.webPushRoutes(s.mux)
 }
 
 // URL is the plain-HTTP base URL, e.g. http://127.0.0.1:41234.
