@@ -197,7 +197,7 @@ func (w WebPush) validate(sandbox bool, bad func(string, string, ...any)) {
 		} else if pub != nil && !bytes.Equal(k.PublicKey().Bytes(), pub) {
 			bad(key+".vapid_private_key", "is not the private half of vapid_public_key")
 		}
-	case w.VAPIDPrivateKeySecret == "" && !sandbox:
+	case w.VAPIDPrivateKeySecret == "":
 		bad(key, "needs vapid_private_key or vapid_private_key_secret")
 	}
 	if w.Subscriber == "" && !sandbox {

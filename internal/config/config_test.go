@@ -97,12 +97,12 @@ func TestWebPushConfig(t *testing.T) {
 	}
 	other := "BC3l7-8v_4uu9yGn3H9Q1s1TCLQDCeyYVIeFzwBRmgzjG5R2rmXFdJ2DNqLYY1n5WP6Xz3iDzWJd5qZz7Qh0r0o"
 	for webpush, want := range map[string]string{
-		"{vapid_private_key: " + devVAPIDPrivateKey + "}": "providers.webpush.vapid_public_key: required",
-		"{vapid_public_key: nope, vapid_private_key_secret: s, subscriber: 'mailto:a@b.c'}":                                 "providers.webpush.vapid_public_key",
-		"{vapid_public_key: " + other + ", vapid_private_key: " + devVAPIDPrivateKey + ", subscriber: 'mailto:a@b.c'}":      "providers.webpush.vapid",
-		"{vapid_public_key: " + DevVAPIDPublicKey + ", subscriber: 'mailto:a@b.c'}":                                         "providers.webpush: needs vapid_private_key or vapid_private_key_secret",
-		"{vapid_public_key: " + DevVAPIDPublicKey + ", vapid_private_key_secret: s, subscriber: 'ops@example.com'}":         "providers.webpush.subscriber",
-		"{vapid_public_key: " + DevVAPIDPublicKey + ", vapid_private_key_secret: s}":                                        "providers.webpush.subscriber: required",
+		"{vapid_private_key: " + devVAPIDPrivateKey + "}":                                                                           "providers.webpush.vapid_public_key: required",
+		"{vapid_public_key: nope, vapid_private_key_secret: s, subscriber: 'mailto:a@b.c'}":                                         "providers.webpush.vapid_public_key",
+		"{vapid_public_key: " + other + ", vapid_private_key: " + devVAPIDPrivateKey + ", subscriber: 'mailto:a@b.c'}":              "providers.webpush.vapid",
+		"{vapid_public_key: " + DevVAPIDPublicKey + ", subscriber: 'mailto:a@b.c'}":                                                 "providers.webpush: needs vapid_private_key or vapid_private_key_secret",
+		"{vapid_public_key: " + DevVAPIDPublicKey + ", vapid_private_key_secret: s, subscriber: 'ops@example.com'}":                 "providers.webpush.subscriber",
+		"{vapid_public_key: " + DevVAPIDPublicKey + ", vapid_private_key_secret: s}":                                                "providers.webpush.subscriber: required",
 		"{vapid_public_key: " + DevVAPIDPublicKey + ", vapid_private_key: " + devVAPIDPrivateKey + "x, subscriber: 'mailto:a@b.c'}": "providers.webpush.vapid_private_key",
 	} {
 		err := parse(webpush)
