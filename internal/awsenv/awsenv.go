@@ -155,6 +155,7 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 				map[string]ratelimit.Rate{
 					string(notify.ProviderFCM): {PerSecond: p.FCM.RatePerSecond}, string(notify.ProviderAPNs): {PerSecond: p.APNs.RatePerSecond},
 					string(notify.ProviderSES): {PerSecond: p.SES.RatePerSecond}, string(notify.ProviderTwilio): {PerSecond: p.Twilio.RatePerSecond},
+					notify.WebPushOriginRateKey: {PerSecond: p.WebPush.RatePerSecond}, // each push service origin on its own
 				}, notify.SystemClock{})
 		}
 	}

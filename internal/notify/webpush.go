@@ -33,6 +33,13 @@ type WebPushKeys struct {
 // webPushTokenPrefix starts every canonical web push token, and nothing else a device token can be.
 const webPushTokenPrefix = `{"endpoint":`
 
+// WebPushOriginRateKey starts the rate limiter key of each push service origin
+// ("webpush-origin:https://fcm.googleapis.com"): a rate configured under it (providers.webpush
+// rate_per_second) applies to every origin on its own. It is not a prefix of the pipeline's
+// "webpush:<app>" key, which stays unlimited: one app's subscriptions span every browser
+// vendor's push service, each with its own quota.
+const WebPushOriginRateKey = "webpush-origin"
+
 // MaxWebPushEndpoint bounds an endpoint so its token fits every store's key (DynamoDB allows
 // 1,024 bytes in a sort key); real push services' endpoints are a few hundred bytes.
 const MaxWebPushEndpoint = 800

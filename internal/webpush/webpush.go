@@ -28,11 +28,9 @@ import (
 	"herald/internal/notify"
 )
 
-// RateKeyPrefix starts the rate limiter key of each push service origin
-// ("webpush-origin:https://fcm.googleapis.com"); rates configured under it apply to every origin
-// separately. It is not a prefix of the pipeline's "webpush:<app>" key, which stays unlimited:
-// one browser app's subscriptions span many push services, each with its own quota.
-const RateKeyPrefix = "webpush-origin"
+// RateKeyPrefix starts the rate limiter key of each push service origin (see
+// notify.WebPushOriginRateKey).
+const RateKeyPrefix = notify.WebPushOriginRateKey
 
 // MaxPayload is the most JSON one message carries: the library pads every message into one
 // 4,096-byte record (so its length says nothing about its content), of which the encryption
