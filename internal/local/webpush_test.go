@@ -120,3 +120,28 @@ func TestWebPushEndToEnd(t *testing.T) {
 		}
 	}
 }
+
+type limitedSender struct {
+	notify.Sender
+	got notify.RateLimiter
+}
+
+func (s *limitedSender) SetRateLimiter(l notify.RateLimiter) { s.got = l }
+
+type waitNone struct{}
+
+func (waitNone) Wait(context.Context, string, int) error { return nil }
+
+// The runtime's yielding wrapper hands the pipeline's limiter on to a sender that paces itself.
+func TestYieldingPassesTheLimiterOn(t *testing.T) {
+	s := &limitedSender{}
+	var y notify.Sender = yielding{s}
+	sl, ok := y.(notify.SelfLimiting)
+	if !ok {
+		t.Fatal("yielding hides SetRateLimiter")
+	}
+	sl.SetRateLimiter(waitNone{})
+	if s.got != (waitNone{}) {
+		t.Fatalf("the sender got %v", s.got)
+	}
+}
