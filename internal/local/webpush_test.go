@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -143,5 +144,52 @@ func TestYieldingPassesTheLimiterOn(t *testing.T) {
 	sl.SetRateLimiter(waitNone{})
 	if s.got != (waitNone{}) {
 		t.Fatalf("the sender got %v", s.got)
+	}
+}
+
+// A campaign to an app's browsers (app_devices, platform webpush) reaches each web subscription
+// through the webpush sender, and no phone.
+func TestWebPushCampaign(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	var endpoints []string
+	for _, user := range []string{"wu1", "wu2"} {
+		raw, err := e.rt.Sandbox.MintWebPushSubscription("", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sub map[string]any
+		if err := json.Unmarshal(raw, &sub); err != nil {
+			t.Fatal(err)
+		}
+		endpoints = append(endpoints, sub["endpoint"].(string))
+		e.mustDo("PUT", "/v1/users/"+user+"/web-push-subscriptions", sub, http.StatusOK)
+		e.mustDo("PUT", "/v1/users/"+user+"/devices/fcm-"+user, map[string]any{"platform": "fcm"}, http.StatusOK)
+	}
+	c := &notify.Campaign{
+		ID: notify.NewID("n_", time.Now()), Service: "demo",
+		Notification: notify.Notification{Category: notify.CategoryTransactional,
+			Channels: []notify.Channel{notify.ChannelPush}, Content: notify.Content{Title: "Sale", Body: "In your browser"}},
+		Audience:   notify.Audience{Sources: []notify.Segment{{Kind: notify.AudienceAppDevices, App: "default", Platform: notify.PlatformWebPush}}},
+		QuietHours: notify.DefaultQuietHours(), State: notify.CampaignRunning,
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.rt.Store.CreateCampaign(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.waitFinal(c.ID); st.Status != "SENT" {
+		t.Fatalf("campaign %s, want SENT", st.Status)
+	}
+	for _, ep := range endpoints {
+		got := e.rt.Sandbox.Recorder.List("webpush", ep)
+		if len(got) != 1 || got[0].Title != "Sale" || got[0].Body != "In your browser" {
+			t.Fatalf("%s received %+v", ep, got)
+		}
+	}
+	if n := len(e.rt.Sandbox.Recorder.List("fcm", "")); n != 0 {
+		t.Fatalf("phones got %d pushes from a browsers-only campaign", n)
 	}
 }
