@@ -193,7 +193,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	if r.Sandbox != nil {
 		extra["GET /sandbox/deliveries"] = r.Sandbox.Handler()
 		extra["DELETE /sandbox/deliveries"] = r.Sandbox.Handler()
+		// Subscriptions minted here get endpoints on the API's address, which a restart keeps.
 		extra["POST /sandbox/webpush/subscriptions"] = r.Sandbox.Handler()
+		extra["POST /sandbox/webpush/push/{subscription}"] = r.Sandbox.Handler()
 	}
 	r.server = api.NewServer(api.New(api.Options{
 		Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,

@@ -3,11 +3,13 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"herald/internal/config"
 	"herald/internal/notify"
 )
 
@@ -191,5 +193,45 @@ func TestWebPushCampaign(t *testing.T) {
 	}
 	if n := len(e.rt.Sandbox.Recorder.List("fcm", "")); n != 0 {
 		t.Fatalf("phones got %d pushes from a browsers-only campaign", n)
+	}
+}
+
+// A subscription minted through the API's address still works after a restart on that address
+// (the sandbox's own port changes; the endpoint is on the API's).
+func TestWebPushSubscriptionSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	start := func(addr string) *env {
+		rt, err := Start(context.Background(), Options{Config: config.Dev(), DataDir: dir, Addr: addr, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &env{t: t, rt: rt, log: &syncBuffer{}}
+	}
+	stop := func(e *env) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.rt.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := start("127.0.0.1:0")
+	var sub map[string]any
+	if code := e.do("POST", "/sandbox/webpush/subscriptions", nil, &sub); code != http.StatusCreated {
+		t.Fatalf("mint: %d", code)
+	}
+	e.mustDo("PUT", "/v1/users/dora/web-push-subscriptions", sub, http.StatusOK)
+	addr := strings.TrimPrefix(e.rt.URL, "http://")
+	stop(e)
+
+	e = start(addr)
+	defer stop(e)
+	st := e.waitFinal(e.send(notify.SendRequest{Channels: []notify.Channel{"push"},
+		Content: notify.Content{Title: "After", Body: "a restart"}, Recipients: []notify.Recipient{{UserID: "dora"}}}))
+	if st.Status != "SENT" {
+		t.Fatalf("status %s %+v", st.Status, st.Deliveries)
+	}
+	if got := e.rt.Sandbox.Recorder.List("webpush", sub["endpoint"].(string)); len(got) != 1 || got[0].Title != "After" {
+		t.Fatalf("recorded %+v", got)
 	}
 }

@@ -32,6 +32,7 @@ import (
 // would and records what the service worker would receive.
 //
 //	POST /sandbox/webpush/subscriptions          {"label"?, "application_server_key"?} → 201 PushSubscription JSON
+//	                                             (its endpoint on the origin the request came to)
 //	POST /sandbox/webpush/push/{subscription}    a push message → 201 Created, Location /sandbox/webpush/messages/{id}
 //
 // A subscription's endpoint carries its own private key and auth secret (the sandbox is not a
@@ -102,6 +103,11 @@ type webPushSubscription struct {
 // pushManager.subscribe would, and returns its PushSubscription JSON. label picks a failure rule
 // ("" for none); appKey, when set, is the only VAPID public key (base64url) it accepts.
 func (s *Server) MintWebPushSubscription(label, appKey string) ([]byte, error) {
+	return mintWebPush(s.URL(), label, appKey)
+}
+
+// mintWebPush makes a subscription whose endpoint is on base.
+func mintWebPush(base, label, appKey string) ([]byte, error) {
 	if label == "" {
 		label = "sub"
 	}
@@ -122,7 +128,7 @@ func (s *Server) MintWebPushSubscription(label, appKey string) ([]byte, error) {
 	}
 	_, _ = rand.Read(w.auth)
 	var sub webPushSubscription
-	sub.Endpoint = s.URL() + "/sandbox/webpush/push/" + w.encode()
+	sub.Endpoint = base + "/sandbox/webpush/push/" + w.encode()
 	sub.Keys.P256dh = base64.RawURLEncoding.EncodeToString(w.priv.PublicKey().Bytes())
 	sub.Keys.Auth = base64.RawURLEncoding.EncodeToString(w.auth)
 	return json.Marshal(sub)
@@ -140,7 +146,10 @@ func (s *Server) handleWebPushSubscribe(w http.ResponseWriter, req *http.Request
 			return
 		}
 	}
-	out, err := s.MintWebPushSubscription(in.Label, in.ApplicationServerKey)
+	// The endpoint is on the origin the request came to: minted through the local runtime's API
+	// (which mounts these routes), it stays valid across restarts on the same --addr, while the
+	// sandbox's own port may change.
+	out, err := mintWebPush(requestOrigin(req), in.Label, in.ApplicationServerKey)
 	if err != nil {
 		webPushError(w, http.StatusBadRequest, err.Error())
 		return
@@ -165,11 +174,7 @@ func (s *Server) handleWebPushPush(w http.ResponseWriter, req *http.Request) {
 		webPushError(w, http.StatusNotFound, "no such subscription")
 		return
 	}
-	scheme := "http"
-	if req.TLS != nil {
-		scheme = "https"
-	}
-	origin := scheme + "://" + req.Host
+	origin := requestOrigin(req)
 	endpoint := origin + req.URL.EscapedPath()
 
 	if status, msg := checkVAPID(req.Header.Get("Authorization"), origin, sub.appKey, time.Now()); status != 0 {
@@ -226,6 +231,14 @@ func (s *Server) handleWebPushPush(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Location", "/sandbox/webpush/messages/"+strings.NewReplacer(":", "", "%", "-").Replace(d.MessageID))
 	w.Header().Set("TTL", req.Header.Get("TTL"))
 	w.WriteHeader(http.StatusCreated)
+}
+
+// requestOrigin is the scheme and host req was sent to.
+func requestOrigin(req *http.Request) string {
+	if req.TLS != nil {
+		return "https://" + req.Host
+	}
+	return "http://" + req.Host
 }
 
 // checkVAPID verifies "vapid t=<JWT>, k=<public key>" (RFC 8292 §3): an ES256 JWT signed by k,
