@@ -207,3 +207,24 @@ func TestCheckVAPIDExpiry(t *testing.T) {
 		t.Error("another scheme accepted")
 	}
 }
+
+func TestCheckWebPushHeaders(t *testing.T) {
+	ok := http.Header{"Ttl": {"60"}, "Content-Encoding": {"aes128gcm"}}
+	if msg := checkWebPushHeaders(ok); msg != "" {
+		t.Fatal(msg)
+	}
+	for name, mutate := range map[string]func(h http.Header){
+		"no TTL":          func(h http.Header) { h.Del("TTL") },
+		"negative TTL":    func(h http.Header) { h.Set("TTL", "-1") },
+		"old encoding":    func(h http.Header) { h.Set("Content-Encoding", "aesgcm") },
+		"unknown urgency": func(h http.Header) { h.Set("Urgency", "urgent") },
+		"long topic":      func(h http.Header) { h.Set("Topic", strings.Repeat("a", 33)) },
+		"topic alphabet":  func(h http.Header) { h.Set("Topic", "n_1/2") },
+	} {
+		h := ok.Clone()
+		mutate(h)
+		if checkWebPushHeaders(h) == "" {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

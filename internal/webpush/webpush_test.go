@@ -260,3 +260,29 @@ func TestSend(t *testing.T) {
 		t.Errorf("rate keys %v", lim.keys)
 	}
 }
+
+// A payload over what one record holds is refused before any request.
+func TestSendRefusesOversizedPayload(t *testing.T) {
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { calls++; w.WriteHeader(201) }))
+	defer srv.Close()
+	pub, priv, _ := GenerateKeys()
+	s, err := New(Config{VAPIDPublicKey: pub, VAPIDPrivateKey: priv, Subscriber: "https://example.com/ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := subscription(t, srv.URL+"/p")
+	res, err := s.Send(context.Background(), []notify.OutboundMessage{
+		{DeliveryID: "big", Address: addr, Content: notify.Content{Body: strings.Repeat("x", MaxPayload)}},
+		{DeliveryID: "fits", Address: addr, NotificationID: "n_1", Content: notify.Content{Body: strings.Repeat("x", MaxPayload-len(`{"notification_id":"n_1","body":""}`))}}, // exactly MaxPayload
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notify.ErrorCode(res[0].Err) != notify.EREJECTED || res[1].Err != nil {
+		t.Fatalf("results %v / %v", res[0].Err, res[1].Err)
+	}
+	if calls != 1 {
+		t.Fatalf("%d requests, want 1", calls)
+	}
+}
