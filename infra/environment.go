@@ -409,6 +409,14 @@ func checkDeployable(c *config.Config, bad func(key, format string, args ...any)
 			bad(key+".key_secret", "required in AWS (a Secrets Manager secret holding the .p8 key)")
 		}
 	}
+	if w := c.Providers.WebPush; w.Enabled() {
+		if w.VAPIDPrivateKey != "" {
+			bad(h("providers.webpush.vapid_private_key"), "must not be deployed in plain text: set vapid_private_key_secret and vapid_private_key: null")
+		}
+		if w.VAPIDPrivateKeySecret == "" {
+			bad(h("providers.webpush.vapid_private_key_secret"), "required in AWS (a Secrets Manager secret holding the base64url VAPID private key)")
+		}
+	}
 	if c.Providers.SES.From != "" {
 		if _, err := mail.ParseAddress(c.Providers.SES.From); err != nil {
 			bad(h("providers.ses.from"), "%q is not an address: %v", c.Providers.SES.From, err)
@@ -465,6 +473,9 @@ func secretNames(c *config.Config, function string) map[string]string {
 		}
 		if s := c.Providers.AlimTalk.APISecretSecret; s != "" {
 			out["providers.alimtalk.api_secret_secret"] = s
+		}
+		if s := c.Providers.WebPush.VAPIDPrivateKeySecret; s != "" {
+			out["providers.webpush.vapid_private_key_secret"] = s
 		}
 	}
 	return out

@@ -76,7 +76,8 @@ func TestBuildMergesOverlay(t *testing.T) {
 func TestBuildRefusesSecretValuesAndLocalFiles(t *testing.T) {
 	_, err := Build("dev", []byte(baseYAML+"sandbox: true\n"), []byte("herald: {contacts: {encryption_key: "+
 		"aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}, providers: {twilio: {auth_token: abcdefgh}, "+
-		"alimtalk: {api_key: NCSKEY, api_secret: abcdefgh, apps: {default: {sender_key: PF1}}}}}\n"), "dev.yaml")
+		"alimtalk: {api_key: NCSKEY, api_secret: abcdefgh, apps: {default: {sender_key: PF1}}}, webpush: {vapid_public_key: "+
+		config.DevVAPIDPublicKey+", vapid_private_key: xYsKtQFyLFkSYM84LyV8CbG-hnSPjIx-R1uDeAQjSZg, subscriber: 'mailto:ops@example.com'}}}\n"), "dev.yaml")
 	if err == nil {
 		t.Fatal("want errors")
 	}
@@ -84,6 +85,7 @@ func TestBuildRefusesSecretValuesAndLocalFiles(t *testing.T) {
 		"herald.services[0] (orders).api_keys", "herald.contacts.encryption_key", "herald.providers.twilio.auth_token",
 		"herald.providers.fcm.apps.default.credentials_file", "herald.sandbox",
 		"herald.providers.alimtalk.api_secret:", "herald.providers.alimtalk.api_secret_secret",
+		"herald.providers.webpush.vapid_private_key", "herald.providers.webpush.vapid_private_key_secret",
 	} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error does not name %s:\n%v", key, err)
@@ -194,5 +196,24 @@ func TestSendReadsTheAlimTalkSecret(t *testing.T) {
 	}
 	if _, ok := secretNames(c, "api")["providers.alimtalk.api_secret_secret"]; ok {
 		t.Error("api may read the Solapi secret")
+	}
+}
+
+// The VAPID private key is read by the send function alone, from the secret herald.yaml names.
+func TestWebPushSecretGoesToSendOnly(t *testing.T) {
+	deployable := strings.NewReplacer("api_keys: [orders-local-key]", "api_key_secret: herald/x/orders",
+		"credentials_file: ./fcm.json", "credentials_secret: herald/x/fcm").Replace(baseYAML)
+	env, err := Build("dev", []byte(deployable), []byte("herald: {providers: {webpush: {vapid_public_key: "+config.DevVAPIDPublicKey+
+		", vapid_private_key_secret: herald/x/vapid, subscriber: 'mailto:ops@example.com'}}}\n"), "dev.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := secretNames(env.Config, "send")["providers.webpush.vapid_private_key_secret"]; got != "herald/x/vapid" {
+		t.Errorf("send may read %q, want herald/x/vapid", got)
+	}
+	for _, fn := range []string{"api", "prepare", "cleanup"} {
+		if _, ok := secretNames(env.Config, fn)["providers.webpush.vapid_private_key_secret"]; ok {
+			t.Errorf("%s may read the VAPID private key", fn)
+		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"herald/internal/webpush"
 )
 
 // TestHelp: every command and subcommand answers -h, --help and help with its usage on stdout,
@@ -32,6 +34,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"schedules"}, []string{"schedules rearm"}},
 		{[]string{"schedules", "rearm"}, []string{"-api", "-key", "-sigv4", "-limit"}},
 		{[]string{"audit"}, []string{"-api", "-key", "-sigv4", "-actor", "-action", "-target", "-since", "-limit", "-json"}},
+		{[]string{"webpush"}, []string{"webpush keys"}},
+		{[]string{"webpush", "keys"}, []string{"-json", "providers.webpush"}},
 		{[]string{"bench"}, []string{"-recipients", "-per-notification", "-raw-batches", "-send-workers", "-cpuprofile", "bench campaign"}},
 		{[]string{"bench", "campaign"}, []string{"-devices", "-probe-rate", "-idle-probes", "-max-probes", "-timeout"}},
 	} {
@@ -144,5 +148,33 @@ func TestDLQShow(t *testing.T) {
 	var got map[string]any
 	if err := json.Unmarshal([]byte(out.String()), &got); err != nil || len(got["dead_letters"].([]any)) != 2 {
 		t.Fatalf("--json printed %v (%v), want the API's answer", out.String(), err)
+	}
+}
+
+func TestWebPushKeys(t *testing.T) {
+	t.Parallel()
+	var out, errOut strings.Builder
+	if code := run([]string{"webpush", "keys", "--json"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var k struct {
+		Public  string `json:"public_key"`
+		Private string `json:"private_key"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &k); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := webpush.ParseKeys(k.Public, k.Private); err != nil {
+		t.Fatalf("generated keys do not belong together: %v", err)
+	}
+	out.Reset()
+	if code := run([]string{"webpush", "keys"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "vapid_public_key: ") {
+		t.Fatalf("exit %d, output %q", code, out.String())
+	}
+	if code := run([]string{"webpush", "keys", "extra"}, &out, &errOut); code != 2 {
+		t.Errorf("an argument: exit %d, want 2", code)
+	}
+	if code := run([]string{"webpush", "nope"}, &out, &errOut); code != 2 {
+		t.Errorf("unknown subcommand: exit %d, want 2", code)
 	}
 }

@@ -70,7 +70,7 @@ func printBanner(out io.Writer, rt *local.Runtime, cfg *config.Config, dev bool)
 	u := rt.URL
 	fmt.Fprintf(out, "\nHerald is running.\n\n  API       %s   (OpenAPI: %s/openapi.json)\n", u, u)
 	if rt.Sandbox != nil {
-		fmt.Fprintf(out, "  Sandbox   %s/sandbox/deliveries   (what the fake FCM, APNs, SES and Twilio received)\n", u)
+		fmt.Fprintf(out, "  Sandbox   %s/sandbox/deliveries   (what the fake FCM, APNs, SES, Twilio and web push received)\n", u)
 	}
 	if !dev {
 		fmt.Fprintf(out, "  Services  %v\n\n", cfg.ServiceNames())
@@ -84,6 +84,8 @@ Try it (paste into another terminal):
   curl -s -XPUT %[1]s/v1/users/alice/devices/fcm-alice-phone -H "$K" -d '{"platform":"fcm"}'
   curl -s -XPUT %[1]s/v1/users/alice/devices/apns-alice-ipad -H "$K" -d '{"platform":"apns"}'
   curl -s -XPUT %[1]s/v1/users/alice/contacts -H "$K" -d '{"email":"alice@example.com","phone":"+821012345678"}'
+  curl -s -XPOST %[1]s/sandbox/webpush/subscriptions |   # a browser subscription, from the sandbox's push service
+    curl -s -XPUT %[1]s/v1/users/alice/web-push-subscriptions -H "$K" -d @-
   curl -s -XPOST %[1]s/v1/notifications -H "$K" -d '{
     "idempotency_key": "order-1001-shipped",
     "channels": ["push", "email", "sms", "inbox"],

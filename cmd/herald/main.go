@@ -23,10 +23,11 @@ Usage:
   herald campaign watch ID                        progress until the campaign ends
   herald audience upload LIST FILE                append a file of user ids (one per line, or CSV) to a list
   herald audience show LIST                       how many members a list has
+  herald webpush keys [--json]                    generate a VAPID key pair for providers.webpush
   herald bench [--recipients 100000]
   herald bench campaign [--devices 300000]        campaign wall time, real-time latency, writes per recipient
 
-Every command but dev and bench talks to a running Herald: --api URL (env HERALD_API, default
+Every command but dev, bench and webpush talks to a running Herald: --api URL (env HERALD_API, default
 http://127.0.0.1:8080) and --key KEY (env HERALD_API_KEY, default dev-demo-key).
 
 Exit codes: 0 success (and -h), 1 failure, 2 bad flags or arguments,
@@ -44,6 +45,7 @@ var commands = map[string]command{
 	"schedules": runSchedules,
 	"audit":     runAudit,
 	"bench":     runBench,
+	"webpush":   runWebPush,
 }
 
 func main() {

@@ -152,7 +152,9 @@ func maskValue(key string, v any) any {
 		return x
 	case string:
 		if secretKeys[key] {
-			switch {
+			switch _, webPush := notify.ParseWebPushToken(x); {
+			case webPush: // before the "@" test: an endpoint may hold one
+				return notify.MaskToken(x)
 			case strings.Contains(x, "@"):
 				return notify.MaskEmail(x)
 			case strings.HasPrefix(x, "+"):

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -65,5 +66,23 @@ func TestMaskPayload(t *testing.T) {
 	}
 	if !strings.Contains(string(MaskPayload([]byte("not json, mail bob@example.com"))), "b***@example.com") {
 		t.Fatal("non-JSON bodies are masked as text")
+	}
+}
+
+// A send message for a web push subscription holds its token (endpoint and keys) as an address:
+// the dead letter shows the endpoint's origin and nothing of its keys, even with an "@" in it.
+func TestMaskPayloadWebPush(t *testing.T) {
+	t.Parallel()
+	sub := notify.WebPushSubscription{Endpoint: "https://push.example.net/s/user@host-secretpart",
+		Keys: notify.WebPushKeys{P256dh: testVAPIDKey, Auth: "AAECAwQFBgcICQoLDA0ODw"}}
+	body, _ := json.Marshal(map[string]any{"items": []map[string]any{{"address": sub.Token()}}})
+	got := string(MaskPayload(body))
+	for _, raw := range []string{"secretpart", sub.Keys.Auth, sub.Keys.P256dh} {
+		if strings.Contains(got, raw) {
+			t.Fatalf("masked payload still holds %q: %s", raw, got)
+		}
+	}
+	if !strings.Contains(got, "https://push.example.net/") {
+		t.Fatalf("the push service is not shown: %s", got)
 	}
 }

@@ -66,6 +66,13 @@ type Options struct {
 	// deployment must share it. Empty: a fixed key, which still catches damaged and foreign
 	// cursors but not deliberately forged ones.
 	CursorKey []byte
+	// VAPIDPublicKey is the Web Push application server key (providers.webpush), served at GET
+	// /v1/web-push/vapid-public-key for pages to subscribe with. Empty: web push is not
+	// configured, and that route and registering a subscription answer 501.
+	VAPIDPublicKey string
+	// LocalPushEndpoints also accepts web push endpoints on http://127.0.0.1, ::1 and localhost
+	// — the sandbox's push service. Only the sandbox mode sets it; otherwise endpoints are https.
+	LocalPushEndpoints bool
 	// Routes selects the routes served (default AllRoutes): in AWS the api function serves
 	// ServiceRoutes and the admin function AdminRoutes; the others answer 404.
 	Routes RouteSet
@@ -121,6 +128,10 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/users/{user}/contacts", handle: (*server).getContacts},
 	{Method: "PUT", Path: "/v1/users/{user}/contacts", handle: (*server).putContacts},
 	{Method: "GET", Path: "/v1/users/{user}/preferences", handle: (*server).getPreferences},
+	{Method: "GET", Path: "/v1/users/{user}/web-push-subscriptions", handle: (*server).listWebPushSubscriptions},
+	{Method: "PUT", Path: "/v1/users/{user}/web-push-subscriptions", handle: (*server).putWebPushSubscription},
+	{Method: "DELETE", Path: "/v1/users/{user}/web-push-subscriptions", handle: (*server).deleteWebPushSubscription},
+	{Method: "GET", Path: "/v1/web-push/vapid-public-key", handle: (*server).vapidPublicKeyRoute},
 	{Method: "PUT", Path: "/v1/users/{user}/preferences", handle: (*server).putPreferences},
 
 	{Method: "GET", Path: "/v1/users/{user}/inbox", EndUser: true, handle: (*server).listInbox},
@@ -160,6 +171,8 @@ type server struct {
 	cursorKey        []byte
 	auditLog         notify.AuditLog
 	requestID        func(r *http.Request) string
+	vapidPublicKey   string
+	localPush        bool
 }
 
 type apiKey struct {
@@ -193,6 +206,8 @@ func New(o Options) http.Handler {
 		cursorKey:        o.CursorKey,
 		auditLog:         o.Audit,
 		requestID:        o.RequestID,
+		vapidPublicKey:   o.VAPIDPublicKey,
+		localPush:        o.LocalPushEndpoints,
 	}
 	if l, ok := o.Store.(AudienceLists); ok && s.lists == nil {
 		s.lists = l

@@ -22,7 +22,7 @@ func (s *server) checkApp(field string, platform notify.Platform, app string) er
 		app = defaultApp
 	}
 	var known []string
-	for _, p := range []notify.Platform{notify.PlatformFCM, notify.PlatformAPNs} {
+	for _, p := range []notify.Platform{notify.PlatformFCM, notify.PlatformAPNs, notify.PlatformWebPush} {
 		if platform != "" && p != platform {
 			continue
 		}

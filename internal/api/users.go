@@ -27,6 +27,9 @@ func (s *server) putDevice(w http.ResponseWriter, r *http.Request) error {
 	if b.Platform == "" {
 		return notify.FieldError("platform", "required: fcm or apns")
 	}
+	if b.Platform == notify.PlatformWebPush {
+		return notify.FieldError("platform", "a web push subscription is registered with PUT /v1/users/{user}/web-push-subscriptions")
+	}
 	if !b.Platform.Valid() {
 		return notify.FieldError("platform", "unknown platform %q (want fcm or apns)", b.Platform)
 	}

@@ -156,6 +156,7 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 					string(notify.ProviderFCM): {PerSecond: p.FCM.RatePerSecond}, string(notify.ProviderAPNs): {PerSecond: p.APNs.RatePerSecond},
 					string(notify.ProviderSES): {PerSecond: p.SES.RatePerSecond}, string(notify.ProviderTwilio): {PerSecond: p.Twilio.RatePerSecond},
 					string(notify.ProviderAlimTalk): {PerSecond: p.AlimTalk.RatePerSecond},
+					notify.WebPushOriginRateKey:     {PerSecond: p.WebPush.RatePerSecond}, // each push service origin on its own
 				}, notify.SystemClock{})
 		}
 	}

@@ -268,6 +268,8 @@ func memberRecipient(seg notify.Segment, m notify.Member) notify.Recipient {
 	case m.Platform == notify.PlatformAPNs:
 		r.APNsToken, r.App = m.Token, seg.App
 	default:
+		// FCM, and web push: a member with a user is found among that user's devices by its
+		// token, and the stored device's platform picks the provider (prepare's providerOf).
 		r.FCMToken, r.App = m.Token, seg.App
 	}
 	return r

@@ -5,6 +5,7 @@ package config
 
 import (
 	"bytes"
+	"crypto/ecdh"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -102,6 +103,8 @@ type Providers struct {
 	// AlimTalk is optional: configured, it gives the senders an AlimTalk sender; no channel
 	// delivers through it yet.
 	AlimTalk AlimTalk `yaml:"alimtalk"`
+	// WebPush is W3C Web Push to browsers (RFC 8030) with a VAPID key (RFC 8292).
+	WebPush WebPush `yaml:"webpush"`
 }
 
 // FCM is Firebase Cloud Messaging.
@@ -174,6 +177,78 @@ type AlimTalkApp struct {
 func (a AlimTalk) Configured() bool {
 	return a.APIKey != "" || a.APISecret != "" || a.APISecretSecret != "" || len(a.Apps) > 0 || a.From != "" || a.BaseURL != ""
 }
+
+// WebPush is W3C Web Push: one VAPID key pair for every browser subscription. Browsers
+// subscribe with the public key (served at GET /v1/web-push/vapid-public-key); subscriptions are
+// bound to it, so changing it orphans every existing one.
+type WebPush struct {
+	RatePerSecond         float64 `yaml:"rate_per_second"`          // per push service origin (each browser vendor's service)
+	VAPIDPublicKey        string  `yaml:"vapid_public_key"`         // base64url, uncompressed P-256 point (`herald webpush keys`)
+	VAPIDPrivateKey       string  `yaml:"vapid_private_key"`        // base64url of 32 bytes (local)
+	VAPIDPrivateKeySecret string  `yaml:"vapid_private_key_secret"` // Secrets Manager name (AWS)
+	Subscriber            string  `yaml:"subscriber"`               // mailto: or https: contact sent in the VAPID JWT
+}
+
+// Enabled reports whether Web Push is configured.
+func (w WebPush) Enabled() bool { return w.VAPIDPublicKey != "" }
+
+// validate checks the key pair (when the private key is in the file) and the subscriber.
+func (w WebPush) validate(sandbox bool, bad func(string, string, ...any)) {
+	const key = "providers.webpush"
+	if !w.Enabled() {
+		if w.VAPIDPrivateKey != "" || w.VAPIDPrivateKeySecret != "" || w.Subscriber != "" {
+			bad(key+".vapid_public_key", "required when web push is configured (`herald webpush keys` makes a pair)")
+		}
+		return
+	}
+	pub, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(w.VAPIDPublicKey, "="))
+	if err != nil || len(pub) != 65 || pub[0] != 4 {
+		bad(key+".vapid_public_key", "must be base64url of a 65-byte uncompressed P-256 point")
+		pub = nil
+	} else if _, err := ecdh.P256().NewPublicKey(pub); err != nil {
+		bad(key+".vapid_public_key", "not a point on the P-256 curve")
+		pub = nil
+	}
+	switch {
+	case w.VAPIDPrivateKey != "":
+		d, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(w.VAPIDPrivateKey, "="))
+		var k *ecdh.PrivateKey
+		if err == nil && len(d) == 32 {
+			k, err = ecdh.P256().NewPrivateKey(d)
+		}
+		if err != nil || k == nil {
+			bad(key+".vapid_private_key", "must be base64url of a 32-byte P-256 private key")
+		} else if pub != nil && !bytes.Equal(k.PublicKey().Bytes(), pub) {
+			bad(key+".vapid_private_key", "is not the private half of vapid_public_key")
+		}
+	case w.VAPIDPrivateKeySecret == "":
+		bad(key, "needs vapid_private_key or vapid_private_key_secret")
+	}
+	if w.Subscriber == "" && !sandbox {
+		bad(key+".subscriber", "required: a mailto: address or https: URL where push services can reach you")
+	} else if w.Subscriber != "" && !validSubscriber(w.Subscriber) {
+		bad(key+".subscriber", "%q is not a mailto: address or an https: URL", w.Subscriber)
+	}
+	if w.RatePerSecond < 0 {
+		bad(key+".rate_per_second", "must not be negative")
+	}
+}
+
+func validSubscriber(s string) bool {
+	if rest, ok := strings.CutPrefix(s, "mailto:"); ok {
+		return strings.Contains(rest, "@")
+	}
+	u, err := url.Parse(s)
+	return err == nil && u.Scheme == "https" && u.Host != ""
+}
+
+// DevVAPIDPublicKey and its private half are the development configuration's VAPID key pair:
+// published, like its contacts key, so a page subscribed against `herald dev` keeps working
+// across restarts. Real deployments generate their own (`herald webpush keys`).
+const (
+	DevVAPIDPublicKey  = "BPHndDgeUWreF-Mqpx26CbsZkBRTXA6oNuRGEru4ziQWeowoviMTrlnWNYvR-GwkWvW0WTKm9AWnlsD4sA38AEQ"
+	devVAPIDPrivateKey = "xYsKtQFyLFkSYM84LyV8CbG-hnSPjIx-R1uDeAQjSZg"
+)
 
 // QuietHours is when marketing is not sent to people without night-time consent.
 type QuietHours struct {
@@ -412,6 +487,7 @@ func (c *Config) Validate() error {
 			bad("providers.fcm.apps."+name+".project_id", "required")
 		}
 	}
+	c.Providers.WebPush.validate(c.Sandbox, bad)
 	for name, a := range c.Providers.APNs.Apps {
 		if a.Topic == "" {
 			bad("providers.apns.apps."+name+".topic", "required (the app's bundle id)")
@@ -513,10 +589,15 @@ func (c *Config) QueueNames() []string {
 
 // ProviderApps lists the configured provider apps of each push platform, sorted.
 func (c *Config) ProviderApps() map[notify.Platform][]string {
-	return map[notify.Platform][]string{
+	apps := map[notify.Platform][]string{
 		notify.PlatformFCM:  SortedApps(c.Providers.FCM.Apps),
 		notify.PlatformAPNs: SortedApps(c.Providers.APNs.Apps),
 	}
+	if c.Providers.WebPush.Enabled() {
+		// One VAPID key serves every page: web push subscriptions belong to the app "default".
+		apps[notify.PlatformWebPush] = []string{"default"}
+	}
+	return apps
 }
 
 // ServiceNames lists the services in file order.
@@ -549,6 +630,9 @@ func (c Config) Redacted() Config {
 	if c.Providers.AlimTalk.APISecret != "" {
 		c.Providers.AlimTalk.APISecret = "***"
 	}
+	if c.Providers.WebPush.VAPIDPrivateKey != "" {
+		c.Providers.WebPush.VAPIDPrivateKey = "***"
+	}
 	c.Extra = nil
 	return c
 }
@@ -567,6 +651,8 @@ func Dev() *Config {
 			Twilio: Twilio{AccountSID: "AC00000000000000000000000000000000", AuthToken: "sandboxtoken0000", From: "+15005550006"},
 			AlimTalk: AlimTalk{APIKey: "NCSSANDBOX0000000", APISecret: "sandbox-alimtalk-secret",
 				Apps: map[string]AlimTalkApp{"default": {SenderKey: "KA01PF000000000000sandbox"}}},
+			WebPush: WebPush{VAPIDPublicKey: DevVAPIDPublicKey, VAPIDPrivateKey: devVAPIDPrivateKey,
+				Subscriber: "mailto:dev@sandbox.herald.local"},
 		},
 		// A published key: contacts in a dev database are not secret. Real deployments set their own.
 		Contacts: Contacts{EncryptionKey: base64.StdEncoding.EncodeToString([]byte("herald-dev-only-not-a-secret-key"))},

@@ -129,3 +129,43 @@ func TestAlimTalkConfig(t *testing.T) {
 		t.Error("Redacted must mask a copy of the AlimTalk secret")
 	}
 }
+
+func TestWebPushConfig(t *testing.T) {
+	t.Parallel()
+	base := "env: dev\nservices: [{name: orders, api_keys: [orders-key-123]}]\n" +
+		"contacts: {encryption_key: aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}\n" +
+		"providers: {ses: {from: a@example.com}, twilio: {account_sid: AC1}, webpush: %s}\n"
+	parse := func(webpush string) error {
+		_, err := Parse([]byte(strings.Replace(base, "%s", webpush, 1)))
+		return err
+	}
+	good := "{vapid_public_key: " + DevVAPIDPublicKey + ", vapid_private_key: " + devVAPIDPrivateKey + ", subscriber: 'mailto:ops@example.com'}"
+	if err := parse(good); err != nil {
+		t.Fatal(err)
+	}
+	if err := parse("{vapid_public_key: " + DevVAPIDPublicKey + ", vapid_private_key_secret: herald/vapid, subscriber: 'https://example.com/contact'}"); err != nil {
+		t.Fatal(err)
+	}
+	other := "BC3l7-8v_4uu9yGn3H9Q1s1TCLQDCeyYVIeFzwBRmgzjG5R2rmXFdJ2DNqLYY1n5WP6Xz3iDzWJd5qZz7Qh0r0o"
+	for webpush, want := range map[string]string{
+		"{vapid_private_key: " + devVAPIDPrivateKey + "}":                                                                           "providers.webpush.vapid_public_key: required",
+		"{vapid_public_key: nope, vapid_private_key_secret: s, subscriber: 'mailto:a@b.c'}":                                         "providers.webpush.vapid_public_key",
+		"{vapid_public_key: " + other + ", vapid_private_key: " + devVAPIDPrivateKey + ", subscriber: 'mailto:a@b.c'}":              "providers.webpush.vapid",
+		"{vapid_public_key: " + DevVAPIDPublicKey + ", subscriber: 'mailto:a@b.c'}":                                                 "providers.webpush: needs vapid_private_key or vapid_private_key_secret",
+		"{vapid_public_key: " + DevVAPIDPublicKey + ", vapid_private_key_secret: s, subscriber: 'ops@example.com'}":                 "providers.webpush.subscriber",
+		"{vapid_public_key: " + DevVAPIDPublicKey + ", vapid_private_key_secret: s}":                                                "providers.webpush.subscriber: required",
+		"{vapid_public_key: " + DevVAPIDPublicKey + ", vapid_private_key: " + devVAPIDPrivateKey + "x, subscriber: 'mailto:a@b.c'}": "providers.webpush.vapid_private_key",
+	} {
+		err := parse(webpush)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want it to name %q", webpush, err, want)
+		}
+	}
+	c := Dev()
+	if got := c.ProviderApps()["webpush"]; len(got) != 1 || got[0] != "default" {
+		t.Errorf("dev webpush apps %v", got)
+	}
+	if r := c.Redacted(); r.Providers.WebPush.VAPIDPrivateKey != "***" || c.Providers.WebPush.VAPIDPrivateKey == "***" {
+		t.Error("the VAPID private key is not redacted")
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"herald/internal/sandbox"
 	"herald/internal/seal"
 	"herald/internal/sqlite"
+	"herald/internal/webpush"
 )
 
 // Options configure a Runtime.
@@ -164,6 +165,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		string(notify.ProviderTwilio): {PerSecond: p.Twilio.RatePerSecond},
 
 		string(notify.ProviderAlimTalk): {PerSecond: p.AlimTalk.RatePerSecond}, // a sender, no channel yet
+		webpush.RateKeyPrefix:           {PerSecond: p.WebPush.RatePerSecond},  // each push service origin on its own
 	}, o.Clock)
 	r.Pipeline = pipeline.New(pipeline.Deps{
 		Store: r.Store, Queue: r.Queue, Senders: senders, Limiter: limiter, Clock: o.Clock, Logger: o.Logger,
@@ -193,12 +195,16 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	if r.Sandbox != nil {
 		extra["GET /sandbox/deliveries"] = r.Sandbox.Handler()
 		extra["DELETE /sandbox/deliveries"] = r.Sandbox.Handler()
+		// Subscriptions minted here get endpoints on the API's address, which a restart keeps.
+		extra["POST /sandbox/webpush/subscriptions"] = r.Sandbox.Handler()
+		extra["POST /sandbox/webpush/push/{subscription}"] = r.Sandbox.Handler()
 	}
 	r.server = api.NewServer(api.New(api.Options{
 		Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
 		Admin: r.Queue, Queues: o.Config.QueueNames(), AdminServices: o.Config.AdminServices(),
 		Scheduler: r.Scheduler, Apps: o.Config.ProviderApps(), CursorKey: api.CursorKeyFrom(o.Config.Contacts.EncryptionKey),
-		Audit: r.Store,
+		Audit:          r.Store,
+		VAPIDPublicKey: o.Config.Providers.WebPush.VAPIDPublicKey, LocalPushEndpoints: o.Config.Sandbox,
 		// The store creates and reads campaigns; the steps pause, resume and cancel them.
 		Campaigns: struct {
 			notify.CampaignStore

@@ -14,6 +14,7 @@ import (
 	"herald/internal/sandbox"
 	"herald/internal/ses"
 	"herald/internal/twilio"
+	"herald/internal/webpush"
 )
 
 // sandboxAPNsKeyID and team are what the local runtime signs sandbox APNs tokens with; the key
@@ -22,6 +23,9 @@ const (
 	sandboxAPNsKeyID  = "SANDBOXKEY"
 	sandboxAPNsTeamID = "SANDBOXTEAM"
 )
+
+// sandboxWebPushSubscriber is the VAPID contact of a sandbox configuration that names none.
+const sandboxWebPushSubscriber = "mailto:dev@sandbox.herald.local"
 
 // buildSenders makes one sender per provider from config; in sandbox mode every provider points
 // at the sandbox.
@@ -133,6 +137,21 @@ func buildSenders(ctx context.Context, cfg *config.Config, sb *sandbox.Server) (
 		s, err := alimtalk.New(ac)
 		if err != nil {
 			return nil, nil, fmt.Errorf("alimtalk: %w", err)
+		}
+		out = append(out, s)
+		closers = append(closers, func() error { s.CloseIdleConnections(); return nil })
+	}
+	if w := p.WebPush; w.Enabled() {
+		if w.VAPIDPrivateKey == "" {
+			return nil, nil, fmt.Errorf("providers.webpush.vapid_private_key: required by the local runtime (vapid_private_key_secret is read by the AWS runtime)")
+		}
+		wc := webpush.Config{VAPIDPublicKey: w.VAPIDPublicKey, VAPIDPrivateKey: w.VAPIDPrivateKey, Subscriber: w.Subscriber}
+		if sb != nil && wc.Subscriber == "" {
+			wc.Subscriber = sandboxWebPushSubscriber
+		}
+		s, err := webpush.New(wc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("providers.webpush: %w", err)
 		}
 		out = append(out, s)
 		closers = append(closers, func() error { s.CloseIdleConnections(); return nil })

@@ -146,6 +146,13 @@ const yieldSlice = 20
 // Foreground batches (no gate in their context) go through in one call.
 type yielding struct{ notify.Sender }
 
+// SetRateLimiter passes the pipeline's limiter to a sender that paces itself (notify.SelfLimiting).
+func (y yielding) SetRateLimiter(l notify.RateLimiter) {
+	if sl, ok := y.Sender.(notify.SelfLimiting); ok {
+		sl.SetRateLimiter(l)
+	}
+}
+
 func (y yielding) Send(ctx context.Context, msgs []notify.OutboundMessage) ([]notify.SendResult, error) {
 	g, _ := ctx.Value(gateKey{}).(*Gate)
 	if g == nil || len(msgs) <= yieldSlice {

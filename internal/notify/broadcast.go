@@ -64,7 +64,7 @@ func (b Broadcast) Validate() error {
 			errs = append(errs, FieldError(fmt.Sprintf("targets[%d].app", i), "is required"))
 		}
 		if t.Platform != "" && !t.Platform.Valid() {
-			errs = append(errs, FieldError(fmt.Sprintf("targets[%d].platform", i), "unknown platform %q (fcm, apns)", t.Platform))
+			errs = append(errs, FieldError(fmt.Sprintf("targets[%d].platform", i), "unknown platform %q (fcm, apns, webpush)", t.Platform))
 		}
 	}
 	return errors.Join(errs...)

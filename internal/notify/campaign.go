@@ -88,7 +88,7 @@ func (a Audience) Validate() error {
 				errs = append(errs, FieldError(f+".app", "an app_devices source needs the provider app"))
 			}
 			if s.Platform != "" && !s.Platform.Valid() {
-				errs = append(errs, FieldError(f+".platform", "unknown platform %q (fcm, apns)", s.Platform))
+				errs = append(errs, FieldError(f+".platform", "unknown platform %q (fcm, apns, webpush)", s.Platform))
 			}
 		case AudienceUserList:
 			if s.ListID == "" {

@@ -22,8 +22,12 @@ func MaskPhone(s string) string {
 	return s[:3] + strings.Repeat("*", len(s)-5) + s[len(s)-2:]
 }
 
-// MaskToken keeps the first four and last four characters of a device token or key.
+// MaskToken keeps the first four and last four characters of a device token or key; a web push
+// subscription's token shows its endpoint masked (MaskWebPushEndpoint) and nothing of its keys.
 func MaskToken(s string) string {
+	if w, ok := ParseWebPushToken(s); ok {
+		return MaskWebPushEndpoint(w.Endpoint)
+	}
 	if len(s) <= 12 {
 		return "***"
 	}

@@ -9,7 +9,7 @@ import (
 type Channel string
 
 const (
-	ChannelPush  Channel = "push"  // FCM or APNs, per device
+	ChannelPush  Channel = "push"  // FCM, APNs or Web Push, per device
 	ChannelEmail Channel = "email" // SES
 	ChannelSMS   Channel = "sms"   // Twilio
 	ChannelInbox Channel = "inbox" // the user's in-app inbox

@@ -280,6 +280,13 @@ type Sender interface {
 	Send(ctx context.Context, msgs []OutboundMessage) ([]SendResult, error)
 }
 
+// SelfLimiting is a Sender that waits on the RateLimiter itself, with keys finer than the
+// pipeline's provider:app (Web Push: one per push service origin, since one app's subscriptions
+// span every browser vendor's service). The pipeline hands it its limiter when it is built.
+type SelfLimiting interface {
+	SetRateLimiter(RateLimiter)
+}
+
 // RateLimiter keeps every concurrent worker inside a provider account's quota.
 type RateLimiter interface {
 	// Wait blocks until n units for key may be used, or returns ctx's error. n larger than the

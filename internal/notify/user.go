@@ -11,10 +11,13 @@ type Platform string
 const (
 	PlatformFCM  Platform = "fcm"
 	PlatformAPNs Platform = "apns"
+	// PlatformWebPush is a browser's W3C Push API subscription; its device token is the
+	// subscription's canonical JSON (WebPushSubscription.Token).
+	PlatformWebPush Platform = "webpush"
 )
 
 // Valid reports whether p is a known platform.
-func (p Platform) Valid() bool { return p == PlatformFCM || p == PlatformAPNs }
+func (p Platform) Valid() bool { return p == PlatformFCM || p == PlatformAPNs || p == PlatformWebPush }
 
 // Provider is who carries a delivery; rate limits and senders are per provider.
 type Provider string
@@ -25,6 +28,8 @@ const (
 	ProviderSES    Provider = "ses"
 	ProviderTwilio Provider = "twilio"
 	ProviderInbox  Provider = "inbox"
+	// ProviderWebPush is the browsers' push services, reached over RFC 8030 with VAPID.
+	ProviderWebPush Provider = "webpush"
 )
 
 // ProviderAlimTalk is Kakao AlimTalk, sent through Solapi (internal/alimtalk).

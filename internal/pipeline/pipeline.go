@@ -109,6 +109,10 @@ func New(d Deps, cfg Config) *Pipeline {
 	}
 	for _, s := range d.Senders {
 		p.senders[s.Provider()] = s
+		// A sender that paces itself by a finer key than its provider app shares the limiter.
+		if sl, ok := s.(notify.SelfLimiting); ok && d.Limiter != nil {
+			sl.SetRateLimiter(d.Limiter)
+		}
 	}
 	if p.clock == nil {
 		p.clock = notify.SystemClock{}

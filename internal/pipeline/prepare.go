@@ -492,8 +492,11 @@ func onlyToken(ds []notify.Device, token string) []notify.Device {
 }
 
 func providerOf(pl notify.Platform) notify.Provider {
-	if pl == notify.PlatformAPNs {
+	switch pl {
+	case notify.PlatformAPNs:
 		return notify.ProviderAPNs
+	case notify.PlatformWebPush:
+		return notify.ProviderWebPush
 	}
 	return notify.ProviderFCM
 }

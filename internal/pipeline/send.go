@@ -288,7 +288,7 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 		case code == notify.EDEADADDRESS:
 			u.Status, u.Detail = notify.DeliveryFailed, notify.ErrorMessage(r.Err)
 			it := byID[r.DeliveryID]
-			if sm.Provider == notify.ProviderFCM || sm.Provider == notify.ProviderAPNs {
+			if sm.Provider == notify.ProviderFCM || sm.Provider == notify.ProviderAPNs || sm.Provider == notify.ProviderWebPush {
 				u.Reason = notify.ReasonUnregistered
 				o.cleanup.DeadTokens = append(o.cleanup.DeadTokens, deadToken{Token: it.Address, SeenBefore: start})
 			} else {

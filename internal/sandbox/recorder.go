@@ -14,7 +14,7 @@ import (
 // Delivery is one message a fake provider accepted.
 type Delivery struct {
 	Seq        int64             `json:"seq"`
-	Provider   string            `json:"provider"` // fcm, apns, ses, twilio, alimtalk
+	Provider   string            `json:"provider"` // fcm, apns, ses, twilio, alimtalk, webpush
 	Address    string            `json:"address"`  // token, email or phone, as the provider received it
 	App        string            `json:"app,omitempty"`
 	CollapseID string            `json:"collapse_id,omitempty"`

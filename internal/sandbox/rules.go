@@ -30,6 +30,9 @@ import (
 //	AlimTalk template containing "throttle<N>" or "unavailable<N>"  429 / 503 for each phone's first N attempts
 //	AlimTalk pfId containing "invalid"       Solapi 1041 (unknown KakaoTalk channel)
 //	AlimTalk API key not trusted, bad or reused signature  403 InvalidAPIKey / SignatureDoesNotMatch / DuplicatedSignature
+//	web push subscription labelled "gone"    410 Gone (minted with {"label": "gone"}; see webpush.go)
+//	web push subscription labelled "toolarge" 413 Payload Too Large
+//	web push label "throttle<N>"/"unavailable<N>"  as for any address above
 //
 // Every other address is accepted.
 

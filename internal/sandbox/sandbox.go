@@ -119,6 +119,7 @@ func (s *Server) routes() {
 	s.sesRoutes(s.mux)
 	s.twilioRoutes(s.mux)
 	s.alimtalkRoutes(s.mux)
+	s.webPushRoutes(s.mux)
 }
 
 // URL is the plain-HTTP base URL, e.g. http://127.0.0.1:41234.

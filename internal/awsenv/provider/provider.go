@@ -5,6 +5,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -17,6 +18,7 @@ import (
 	"herald/internal/notify"
 	"herald/internal/ses"
 	"herald/internal/twilio"
+	"herald/internal/webpush"
 )
 
 var _ awsenv.SenderBuilder = Senders
@@ -101,6 +103,22 @@ func Senders(ctx context.Context, sm *secretsmanager.Client, cfg *config.Config,
 		s, err := alimtalk.New(ac)
 		if err != nil {
 			return nil, err
+		}
+		out = append(out, s)
+	}
+	if w := p.WebPush; w.Enabled() {
+		priv := w.VAPIDPrivateKey
+		if w.VAPIDPrivateKeySecret != "" {
+			v, err := awsenv.Secret(ctx, sm, w.VAPIDPrivateKeySecret)
+			if err != nil {
+				return nil, fmt.Errorf("providers.webpush.vapid_private_key_secret: %w", err)
+			}
+			priv = strings.TrimSpace(v)
+		}
+		// The pipeline hands the sender its limiter (notify.SelfLimiting), paced per push service.
+		s, err := webpush.New(webpush.Config{VAPIDPublicKey: w.VAPIDPublicKey, VAPIDPrivateKey: priv, Subscriber: w.Subscriber})
+		if err != nil {
+			return nil, fmt.Errorf("providers.webpush: %w", err)
 		}
 		out = append(out, s)
 	}

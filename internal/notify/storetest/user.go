@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ var userCases = []storeCase{
 	{"DeleteDevice/NotFound", testDeleteDevice},
 	{"RemoveDeadDevice/SeenBefore", testRemoveDeadDevice},
 	{"ListDevices/ManyUsers", testListDevicesMany},
+	{"PutDevice/WebPushSubscription", testWebPushDevice},
 	{"Contacts/RoundTrip", testContacts},
 	{"Preferences/RoundTrip", testPreferences},
 	{"Suppressions/IdempotentLookup", testSuppressions},
@@ -322,5 +324,46 @@ func testSuppressions(t *testing.T, s notify.Store) {
 	noErr(t, err)
 	if len(one) != 1 || one[keys[600]].Masked != suppression(600).Masked {
 		t.Fatalf("Suppressed([one key]) = %+v", one)
+	}
+}
+
+// testWebPushDevice stores a browser's subscription as a device: its token is the canonical
+// JSON of the longest endpoint the API accepts and both keys, which must fit every store's keys
+// and come back byte for byte, and dead-token cleanup removes it like any other.
+func testWebPushDevice(t *testing.T, s notify.Store) {
+	sub := notify.WebPushSubscription{
+		Endpoint: "https://push.example.net/wpush/v2/" + strings.Repeat("gAAAAABk-x_Q", 64),
+		Keys: notify.WebPushKeys{
+			P256dh: "BPHndDgeUWreF-Mqpx26CbsZkBRTXA6oNuRGEru4ziQWeowoviMTrlnWNYvR-GwkWvW0WTKm9AWnlsD4sA38AEQ",
+			Auth:   "AAECAwQFBgcICQoLDA0ODw",
+		},
+	}
+	sub.Endpoint = sub.Endpoint[:notify.MaxWebPushEndpoint]
+	if err := sub.Validate(false); err != nil {
+		t.Fatal(err)
+	}
+	d := device("u1", sub.Token())
+	d.Platform = notify.PlatformWebPush
+	noErr(t, s.PutDevice(t.Context(), d))
+	noErr(t, s.PutDevice(t.Context(), device("u1", "tok-fcm")))
+	got := listDevices(t, s, "u1")["u1"]
+	if len(got) != 2 {
+		t.Fatalf("u1 has %d devices, want 2", len(got))
+	}
+	for _, g := range got {
+		if g.Platform == notify.PlatformWebPush {
+			sameDevice(t, g, d)
+			if back, ok := notify.ParseWebPushToken(g.Token); !ok || back != sub {
+				t.Fatalf("token does not parse back to the subscription: %q", g.Token)
+			}
+		}
+	}
+	removed, err := s.RemoveDeadDevice(t.Context(), d.Token, t0.Add(time.Minute))
+	noErr(t, err)
+	if !removed {
+		t.Fatal("the dead subscription was not removed")
+	}
+	if got := listDevices(t, s, "u1")["u1"]; len(got) != 1 || got[0].Token != "tok-fcm" {
+		t.Fatalf("after cleanup u1 has %+v", got)
 	}
 }
