@@ -455,32 +455,44 @@ func LoadTemplate(ctx context.Context, store TemplateStore, service string, ref 
 	return t, nil
 }
 
-// ApplyTemplate renders r's template (r.Template, which CheckContentOrTemplate accepted) from
-// store into r's content, as if the caller had sent it, and clears r.Template. It returns the
-// template's name and the version rendered. Errors name the request's fields: template.name,
-// template.version, template.data.<var>, locale, channels[i].
+// ApplyTemplate renders r's template (r.Template) from store into r's content, as if the caller
+// had sent it, and clears r.Template; a request without one is left as it is. It returns the
+// template's name and the version rendered. Errors name the request's fields: template,
+// template.name, template.version, template.data.<var>, locale, channels[i].
 func (r *SendRequest) ApplyTemplate(ctx context.Context, store TemplateStore, service string) (string, int, error) {
 	ref := r.Template
 	if err := CheckContentOrTemplate(ref, r.Content, len(r.ChannelContent) > 0, len(r.Localized) > 0); err != nil || ref == nil {
 		return "", 0, err
 	}
-	t, err := LoadTemplate(ctx, store, service, ref)
+	t, out, err := RenderTemplate(ctx, store, service, ref, r.Channels, "locale", r.Locale)
 	if err != nil {
 		return "", 0, err
 	}
-	if err := t.CheckLocale("locale", r.Locale); err != nil {
-		return "", 0, err
+	r.Content, r.ChannelContent, r.Localized, r.Template = out.Content, out.ChannelContent, out.Localized, nil
+	return t.Name, t.Version, nil
+}
+
+// RenderTemplate loads the template ref names for service and renders it with ref.Data for a
+// send on channels in locale (named by localeField; "" for none): the base content is the
+// template's default locale (or, for a template of locales alone, the send's locale).
+func RenderTemplate(ctx context.Context, store TemplateStore, service string, ref *TemplateRef, channels []Channel, localeField, locale string) (*Template, *Rendered, error) {
+	t, err := LoadTemplate(ctx, store, service, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := t.CheckLocale(localeField, locale); err != nil {
+		return nil, nil, err
 	}
 	out, err := t.Render(ref.Data)
 	if err != nil {
-		return "", 0, err
+		return nil, nil, err
 	}
-	base := t.baseLocale(r.Locale)
-	r.Content, r.ChannelContent, r.Localized, r.Template = out.Localized[base], out.ChannelContent, out.Localized, nil
-	if err := t.CheckChannels(r.Channels, base); err != nil {
-		return "", 0, err
+	base := t.baseLocale(locale)
+	out.Content = out.Localized[base]
+	if err := t.CheckChannels(channels, base); err != nil {
+		return nil, nil, err
 	}
-	return t.Name, t.Version, nil
+	return t, out, nil
 }
 
 // baseLocale is the locale whose variant is the send's base content — what a recipient in a
