@@ -72,7 +72,9 @@ func TestTemplatePutValidation(t *testing.T) {
 		f(b)
 		return b
 	}
-	channel := func(b map[string]any, ch string) map[string]any { return b["channels"].(map[string]any)[ch].(map[string]any) }
+	channel := func(b map[string]any, ch string) map[string]any {
+		return b["channels"].(map[string]any)[ch].(map[string]any)
+	}
 	cases := []struct {
 		name, path string
 		body       any

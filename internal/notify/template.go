@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -305,8 +306,11 @@ func (t *TemplateSpec) Render(data map[string]any) (*Rendered, error) {
 		// The rendered text is checked like sent content: a value may carry what a title must
 		// not (a line break) or make a body too long.
 		if err := validateContent(s.prefix, c); err != nil {
-			e, _ := err.(*Error)
-			return nil, FieldError("template.data", "rendered %s: %s", e.Field, e.Message)
+			var e *Error
+			if errors.As(err, &e) {
+				return nil, FieldError("template.data", "rendered %s: %s", e.Field, e.Message)
+			}
+			return nil, err
 		}
 		if s.channel != "" {
 			if out.ChannelContent == nil {
@@ -369,9 +373,12 @@ func (t *TemplateSpec) Preview(data map[string]any) TemplatePreview {
 					text = r
 					break
 				}
-				e, ok := err.(*Error)
+				var e *Error
+				if !errors.As(err, &e) {
+					break
+				}
 				name, isVar := strings.CutPrefix(e.Field, "template.data.")
-				if !ok || !isVar || slices.Contains(missing, name) {
+				if !isVar || slices.Contains(missing, name) {
 					break
 				}
 				missing = append(missing, name)
