@@ -78,6 +78,30 @@ func TestSendByTemplateEndToEnd(t *testing.T) {
 		t.Fatalf("inbox = %+v", inbox.Items)
 	}
 
+	// A keyed templated send retried is the same notification; the key with other data is a
+	// different request (the fingerprint is of the request as sent, not of its rendering).
+	keyed := func(order int) map[string]any {
+		return map[string]any{
+			"idempotency_key": "shipped-1001",
+			"channels":        []string{"inbox"},
+			"template":        map[string]any{"name": "order-shipped", "version": 2, "data": map[string]any{"order_id": order, "name": "Tom"}},
+			"recipients":      []map[string]any{{"user_id": "alice"}},
+		}
+	}
+	var first, again struct {
+		ID string `json:"id"`
+	}
+	if code := e.do("POST", "/v1/notifications", keyed(1001), &first); code != http.StatusAccepted {
+		t.Fatalf("keyed send = %d", code)
+	}
+	e.waitFinal(first.ID)
+	if code := e.do("POST", "/v1/notifications", keyed(1001), &again); code != http.StatusOK || again.ID != first.ID {
+		t.Fatalf("retry = %d %s, want 200 %s", code, again.ID, first.ID)
+	}
+	if code := e.do("POST", "/v1/notifications", keyed(1002), nil); code != http.StatusConflict {
+		t.Fatalf("the key with other data = %d, want 409", code)
+	}
+
 	var refused struct {
 		Error struct {
 			Field string `json:"field"`
