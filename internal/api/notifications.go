@@ -84,12 +84,12 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 		return fmt.Errorf("marshal send request %s: %w", id, err)
 	}
 	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	attrs[notify.AttrNotificationID], attrs[notify.AttrFingerprint] = id, fingerprint
 	msg := notify.OutMessage{
 		Body:       body,
 		GroupID:    service,
 		Attributes: attrs,
 	}
-	attrs[notify.AttrNotificationID], attrs[notify.AttrFingerprint] = id, fingerprint
 	if err := s.queue.Send(ctx, notify.IngestQueue(service), msg); err != nil {
 		if notify.IsCode(err, notify.ETOOLARGE) {
 			return &notify.Error{Code: notify.ETOOLARGE, Err: err, Message: fmt.Sprintf(

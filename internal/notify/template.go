@@ -333,7 +333,15 @@ func renderField(f templateField, d map[string]any) (string, error) {
 	if err != nil { // validated when stored; a failure here is a damaged store
 		return "", Wrap(EINTERNAL, err, "stored template field %s does not parse", f.path)
 	}
-	s, err := tmpl.Render(d)
+	// A section over a long list in the data repeats its text once per item: the output is
+	// capped as it is written, so a small request can't make a huge string before the size
+	// checks see it.
+	w := &cappedWriter{max: MaxHTMLBytes}
+	err = tmpl.FRender(w, d)
+	if w.over || errors.Is(err, errRenderTooLarge) { // the library drops some write errors: over is the truth
+		return "", FieldError("template.data", "%s renders to more than %d bytes", f.path, MaxHTMLBytes)
+	}
+	s := w.b.String()
 	if err != nil {
 		if m := missingVarRe.FindStringSubmatch(err.Error()); m != nil {
 			return "", FieldError("template.data."+m[1], "%s uses variable %q, which the data lacks", f.path, m[1])
@@ -552,4 +560,22 @@ func (t *Template) CheckChannels(channels []Channel, base string) error {
 		}
 	}
 	return nil
+}
+
+var errRenderTooLarge = errors.New("rendered text too large")
+
+// cappedWriter keeps what is written to it up to max bytes and refuses more, remembering that
+// it did.
+type cappedWriter struct {
+	b    strings.Builder
+	max  int
+	over bool
+}
+
+func (w *cappedWriter) Write(p []byte) (int, error) {
+	if w.over || w.b.Len()+len(p) > w.max {
+		w.over = true
+		return 0, errRenderTooLarge
+	}
+	return w.b.Write(p)
 }

@@ -246,3 +246,20 @@ func TestApplyTemplate(t *testing.T) {
 		t.Fatalf("base content = %+v", r.Content)
 	}
 }
+
+// A section over a long list can't grow the output past the limit: it is refused naming the data.
+func TestTemplateRenderOutputIsCapped(t *testing.T) {
+	for _, body := range []string{"{{#items}}{{.}}{{/items}}", "{{#items}}- {{.}}\n{{/items}}"} {
+		s := notify.TemplateSpec{Channels: map[notify.Channel]notify.Content{notify.ChannelPush: {Body: body}},
+			Variables: []notify.TemplateVariable{{Name: "items"}}}
+		items := make([]any, 20000)
+		for i := range items {
+			items[i] = strings.Repeat("x", 20)
+		}
+		_, err := s.Render(map[string]any{"items": items})
+		wantField(t, err, "template.data")
+		if !strings.Contains(err.Error(), "renders to more than") {
+			t.Fatalf("%q: err = %v", body, err)
+		}
+	}
+}
