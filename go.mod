@@ -29,6 +29,8 @@ require (
 	modernc.org/sqlite v1.62.0
 )
 
+require github.com/cbroglie/mustache v1.4.2
+
 require (
 	cel.dev/expr v0.23.1 // indirect
 	cloud.google.com/go v0.121.0 // indirect

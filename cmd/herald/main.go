@@ -1,5 +1,6 @@
 // Command herald is Herald's CLI: `herald dev` runs the whole stack as one local process; `herald
-// send`, `dlq`, `campaign`, `audience`, `schedules` and `audit` talk to a running API; `herald bench` measures throughput.
+// send`, `dlq`, `campaign`, `audience`, `template`, `schedules` and `audit` talk to a running API;
+// `herald bench` measures throughput.
 package main
 
 import (
@@ -24,6 +25,9 @@ Usage:
   herald audience upload LIST FILE                append a file of user ids (one per line, or CSV) to a list
   herald audience show LIST                       how many members a list has
   herald webpush keys [--json]                    generate a VAPID key pair for providers.webpush
+  herald template put NAME FILE                   store a template (JSON) as its next version
+  herald template show NAME [--version N]         print a stored template version
+  herald template preview NAME --data JSON        render a template's channels and locales with data
   herald bench [--recipients 100000]
   herald bench campaign [--devices 300000]        campaign wall time, real-time latency, writes per recipient
 
@@ -42,6 +46,7 @@ var commands = map[string]command{
 	"dlq":       runDLQ,
 	"campaign":  runCampaign,
 	"audience":  runAudience,
+	"template":  runTemplate,
 	"schedules": runSchedules,
 	"audit":     runAudit,
 	"bench":     runBench,

@@ -122,6 +122,11 @@ var routes = []route{
 	{Method: "POST", Path: "/v1/audience-lists/{list}/members", handle: (*server).appendAudienceList},
 	{Method: "GET", Path: "/v1/audience-lists/{list}", handle: (*server).getAudienceList},
 
+	{Method: "GET", Path: "/v1/templates", handle: (*server).listTemplates},
+	{Method: "PUT", Path: "/v1/templates/{name}", handle: (*server).putTemplate},
+	{Method: "GET", Path: "/v1/templates/{name}", handle: (*server).getTemplate},
+	{Method: "POST", Path: "/v1/templates/{name}/preview", handle: (*server).previewTemplate},
+
 	{Method: "GET", Path: "/v1/users/{user}/devices", handle: (*server).listDevices},
 	{Method: "PUT", Path: "/v1/users/{user}/devices/{token}", handle: (*server).putDevice},
 	{Method: "DELETE", Path: "/v1/users/{user}/devices/{token}", handle: (*server).deleteDevice},

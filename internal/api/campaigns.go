@@ -34,8 +34,10 @@ type campaignRequest struct {
 	Category       notify.Category  `json:"category,omitempty"` // default marketing
 	Channels       []notify.Channel `json:"channels"`
 	Content        notify.Content   `json:"content"`
-	Audience       notify.Audience  `json:"audience"`
-	SendAt         *time.Time       `json:"send_at,omitempty"`
+	// Template names a stored template to render instead of Content: exactly one of the two.
+	Template *notify.TemplateRef `json:"template,omitempty"`
+	Audience notify.Audience     `json:"audience"`
+	SendAt   *time.Time          `json:"send_at,omitempty"`
 	// QuietHours absent: the law's 21:00–08:00 for marketing; {"enabled": false} turns it off.
 	QuietHours *notify.QuietHours `json:"quiet_hours,omitempty"`
 	AdPrefix   bool               `json:"ad_prefix,omitempty"`
@@ -116,7 +118,19 @@ func (s *server) createCampaign(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	now := s.clock.Now()
-	c, err := req.campaign(service, now)
+	// A template is rendered now, once for the whole campaign: every page sends the same text.
+	var rendered *notify.Rendered
+	var tmpl *notify.Template
+	if req.Template != nil {
+		if err := notify.CheckContentOrTemplate(req.Template, req.Content); err != nil {
+			return err
+		}
+		var err error
+		if tmpl, rendered, err = notify.RenderTemplate(ctx, s.store, service, req.Template, req.Channels, "template", ""); err != nil {
+			return err
+		}
+	}
+	c, err := req.campaign(service, now, tmpl, rendered)
 	if err != nil {
 		return err
 	}
@@ -159,19 +173,23 @@ func (s *server) createCampaign(w http.ResponseWriter, r *http.Request) error {
 
 // campaign validates the request and builds the campaign to store, naming the field of every
 // problem.
-func (req *campaignRequest) campaign(service string, now time.Time) (*notify.Campaign, error) {
+// tmpl and rendered, when the request names a template, are the template and its rendering,
+// which take the place of the request's content.
+func (req *campaignRequest) campaign(service string, now time.Time, tmpl *notify.Template, rendered *notify.Rendered) (*notify.Campaign, error) {
 	if err := notify.ValidateSendAt(req.SendAt, now); err != nil {
 		return nil, err
 	}
+	if len(req.IdempotencyKey) > notify.MaxIdempotencyKey || (req.IdempotencyKey != "" && !printable.MatchString(req.IdempotencyKey)) {
+		return nil, notify.FieldError("idempotency_key", "must be 1–%d printable ASCII characters without spaces", notify.MaxIdempotencyKey)
+	}
 	switch {
+	case rendered != nil: // checked as it was stored and as it rendered
 	case req.Content.Title == "" && req.Content.Body == "":
 		return nil, notify.FieldError("content.body", "a title or a body is required")
 	case len(req.Content.Title) > notify.MaxTitleBytes:
 		return nil, notify.FieldError("content.title", "at most %d bytes", notify.MaxTitleBytes)
 	case len(req.Content.Body) > notify.MaxBodyBytes:
 		return nil, notify.FieldError("content.body", "at most %d bytes", notify.MaxBodyBytes)
-	case len(req.IdempotencyKey) > notify.MaxIdempotencyKey || (req.IdempotencyKey != "" && !printable.MatchString(req.IdempotencyKey)):
-		return nil, notify.FieldError("idempotency_key", "must be 1–%d printable ASCII characters without spaces", notify.MaxIdempotencyKey)
 	}
 	if req.Category == "" {
 		req.Category = notify.CategoryMarketing
@@ -186,6 +204,11 @@ func (req *campaignRequest) campaign(service string, now time.Time) (*notify.Cam
 		State:        notify.CampaignRunning,
 		CreatedAt:    now,
 		UpdatedAt:    now,
+	}
+	if rendered != nil {
+		n := &c.Notification
+		n.Content, n.ChannelContent, n.Localized = rendered.Content, rendered.ChannelContent, rendered.Localized
+		n.TemplateName, n.TemplateVersion = tmpl.Name, tmpl.Version
 	}
 	if req.QuietHours != nil {
 		c.QuietHours = *req.QuietHours

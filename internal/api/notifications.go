@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"herald/internal/notify"
@@ -32,6 +33,19 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	now := s.clock.Now()
+	// A request naming a template is rendered here, before anything is queued, so a missing
+	// variable is this request's 400. Its fingerprint is of the request as sent (template and
+	// data), so a retry matches it whatever the rendering.
+	var fingerprint string
+	attrs := map[string]string{}
+	if req.Template != nil {
+		fingerprint = notify.RequestFingerprint(&req)
+		name, version, err := req.ApplyTemplate(ctx, s.store, service)
+		if err != nil {
+			return err
+		}
+		attrs[notify.AttrTemplateName], attrs[notify.AttrTemplateVersion] = name, strconv.Itoa(version)
+	}
 	if err := req.Validate(now); err != nil {
 		return err
 	}
@@ -39,7 +53,9 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	id := notify.NotificationIDFor(service, req.IdempotencyKey, now)
-	fingerprint := notify.RequestFingerprint(&req)
+	if fingerprint == "" {
+		fingerprint = notify.RequestFingerprint(&req)
+	}
 
 	// A retry of a request ingest already stored gets its current status and is not queued
 	// again; another request under the same key is refused. A retry that races the first one
@@ -68,10 +84,11 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 		return fmt.Errorf("marshal send request %s: %w", id, err)
 	}
 	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	attrs[notify.AttrNotificationID], attrs[notify.AttrFingerprint] = id, fingerprint
 	msg := notify.OutMessage{
 		Body:       body,
 		GroupID:    service,
-		Attributes: map[string]string{notify.AttrNotificationID: id, notify.AttrFingerprint: fingerprint},
+		Attributes: attrs,
 	}
 	if err := s.queue.Send(ctx, notify.IngestQueue(service), msg); err != nil {
 		if notify.IsCode(err, notify.ETOOLARGE) {
@@ -96,16 +113,20 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 
 // notificationView is GET /v1/notifications/{id}.
 type notificationView struct {
-	ID             string                          `json:"id"`
-	Service        string                          `json:"service"`
-	IdempotencyKey string                          `json:"idempotency_key,omitempty"`
-	Status         notify.NotificationStatus       `json:"status"`
-	Category       notify.Category                 `json:"category"`
-	Channels       []notify.Channel                `json:"channels"`
-	CreatedAt      time.Time                       `json:"created_at"`
-	UpdatedAt      time.Time                       `json:"updated_at"`
-	SendAt         *time.Time                      `json:"send_at"`
-	Stats          map[notify.Channel]channelStats `json:"stats"`
+	ID             string                    `json:"id"`
+	Service        string                    `json:"service"`
+	IdempotencyKey string                    `json:"idempotency_key,omitempty"`
+	Status         notify.NotificationStatus `json:"status"`
+	Category       notify.Category           `json:"category"`
+	Channels       []notify.Channel          `json:"channels"`
+	// TemplateName and TemplateVersion name the stored template the content was rendered
+	// from; absent for content sent as it is.
+	TemplateName    string                          `json:"template_name,omitempty"`
+	TemplateVersion int                             `json:"template_version,omitempty"`
+	CreatedAt       time.Time                       `json:"created_at"`
+	UpdatedAt       time.Time                       `json:"updated_at"`
+	SendAt          *time.Time                      `json:"send_at"`
+	Stats           map[notify.Channel]channelStats `json:"stats"`
 	// SkippedByReason and FailedByReason break the skipped and failed deliveries of every
 	// channel down by reason (opted_out, suppressed, expired, …), as a campaign's totals do.
 	SkippedByReason map[string]int `json:"skipped_by_reason"`
@@ -164,6 +185,8 @@ func (s *server) getNotification(w http.ResponseWriter, r *http.Request) error {
 		Status:          n.Status,
 		Category:        n.Category,
 		Channels:        n.Channels,
+		TemplateName:    n.TemplateName,
+		TemplateVersion: n.TemplateVersion,
 		CreatedAt:       utc(n.CreatedAt),
 		UpdatedAt:       utc(n.UpdatedAt),
 		SendAt:          utcPtr(n.SendAt),

@@ -33,6 +33,19 @@
 //	                                        target_type, target_id, params (map, sanitized),
 //	                                        result, request_id; ttl = at + one year
 //	pk AUDIT#ID#<id>      sk A              the entry's id claim: entry (its key), the same ttl
+//	pk TPL#<service>#<name> sk V#<version, 10 digits>
+//	                                        a template version (notify.TemplateStore): version,
+//	                                        created_at, doc (the notify.Template as JSON); never
+//	                                        changed once written
+//	pk TPLS#<service>     sk <created_at>#<name>
+//	                                        the service's listing entry of a template: name and
+//	                                        latest version, keyed by that version's creation time
+//	                                        so a descending Query lists the newest first
+//
+// PutTemplateVersion reads the latest version consistently (a Query of the template's partition,
+// newest first, limit 1) and writes the next one in one transaction with the listing entry's
+// move: the version item is conditioned on attribute_not_exists, so of two concurrent puts one
+// wins and the other reads again and takes the version after.
 //
 // deliveries — pk id (S), TTL attribute ttl (30 days after creation). One item per delivery with
 // notification_id, nshard, sshard, user_id, channel, provider, app, address_masked, status,

@@ -156,7 +156,11 @@ type Notification struct {
 	// reused idempotency key with another request is told from a retry. Empty for notifications
 	// stored before fingerprints existed, and for campaigns.
 	Fingerprint string `json:"fingerprint,omitempty"`
-	Lane        Lane   `json:"lane,omitempty"`
+	// TemplateName and TemplateVersion name the stored template the content was rendered from;
+	// empty for content sent as it is.
+	TemplateName    string `json:"template_name,omitempty"`
+	TemplateVersion int    `json:"template_version,omitempty"`
+	Lane            Lane   `json:"lane,omitempty"`
 	// QuietHours is the night-time rule for this notification's marketing pushes and SMS; nil
 	// means the deployment's default (a campaign sets its own).
 	QuietHours *QuietHours        `json:"quiet_hours,omitempty"`

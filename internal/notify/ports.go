@@ -14,6 +14,7 @@ type Store interface {
 	UserStore
 	SuppressionStore
 	InboxStore
+	TemplateStore
 }
 
 // NotificationStore keeps notifications and their aggregates.

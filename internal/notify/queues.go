@@ -53,3 +53,10 @@ type FireMessage struct {
 	Fire string     `json:"fire"`
 	At   *time.Time `json:"at,omitempty"`
 }
+
+// AttrTemplateName and AttrTemplateVersion are the message attributes with which the HTTP API
+// tells ingest which stored template (and version) it rendered the request's content from.
+const (
+	AttrTemplateName    = "herald-template-name"
+	AttrTemplateVersion = "herald-template-version"
+)

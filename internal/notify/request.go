@@ -37,6 +37,9 @@ type SendRequest struct {
 	Priority       Priority            `json:"priority,omitempty"` // default high for transactional
 	TTLSeconds     int                 `json:"ttl_seconds,omitempty"`
 	SendAt         *time.Time          `json:"send_at,omitempty"`
+	// Template names a stored template to render into Content, ChannelContent and Localized
+	// instead of giving them (ApplyTemplate): exactly one of the two.
+	Template *TemplateRef `json:"template,omitempty"`
 }
 
 var (
@@ -138,6 +141,13 @@ func (r *SendRequest) Validate(now time.Time) error {
 			return FieldError(fmt.Sprintf("channels[%d]", i), "channel %q listed twice", c)
 		}
 		seen[c] = true
+	}
+	if r.Template != nil {
+		// ApplyTemplate renders it away first; one left here was never rendered.
+		return FieldError("template", "a template is rendered before the request is validated")
+	}
+	if r.Content.IsZero() && len(r.ChannelContent) == 0 && len(r.Localized) == 0 {
+		return FieldError("content", "give content (title, body…) or a stored template")
 	}
 	if err := validateContent("content", r.Content); err != nil {
 		return err

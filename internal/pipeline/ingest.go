@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"herald/internal/notify"
 )
@@ -40,6 +41,25 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 		return notify.Wrap(notify.EINVALID, err, "ingest: body is not a SendRequest")
 	}
 	now := p.clock.Now()
+	// A producer writing straight to the queue may name a template: it is rendered here, and a
+	// missing variable or unknown template dead-letters the message with its reason, as the API
+	// answers 400. The fingerprint is of the request as sent. A request the API rendered
+	// arrives with its content, the template it came from in the message's attributes.
+	fingerprint := m.Attributes[notify.AttrFingerprint]
+	tmplName, tmplVersion := m.Attributes[notify.AttrTemplateName], 0
+	if v := m.Attributes[notify.AttrTemplateVersion]; tmplName != "" && v != "" {
+		tmplVersion, _ = strconv.Atoi(v)
+	}
+	if req.Template != nil {
+		if fingerprint == "" {
+			fingerprint = notify.RequestFingerprint(&req)
+		}
+		name, version, err := req.ApplyTemplate(ctx, p.store, service)
+		if err != nil {
+			return err
+		}
+		tmplName, tmplVersion = name, version
+	}
 	if err := req.Validate(now); err != nil {
 		return err
 	}
@@ -52,7 +72,8 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 		id = notify.NotificationIDFor(service, key, now)
 	}
 	n := req.Notification(id, service, now)
-	n.Fingerprint = m.Attributes[notify.AttrFingerprint]
+	n.Fingerprint = fingerprint
+	n.TemplateName, n.TemplateVersion = tmplName, tmplVersion
 	if n.Fingerprint == "" {
 		n.Fingerprint = notify.RequestFingerprint(&req)
 	}
