@@ -1,0 +1,231 @@
+package run_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"herald/internal/stackbox/run"
+)
+
+// TestStackInABox runs the synthesized dev template on this machine (run's package doc says
+// what is emulated) and plays the scenarios a deployment must pass, then proves every AWS call
+// against the template's IAM. `make e2e-aws` builds the functions, synthesizes the template and
+// sets the environment this test reads:
+//
+//	HERALD_STACKBOX_TEMPLATE  the synthesized template (its directory is the cloud assembly)
+//	HERALD_STACKBOX_BIN       <name>/bootstrap per function, built for this machine
+//	HERALD_STACKBOX_CONFIG    herald.yaml for the functions when the template has no assembly
+//	HERALD_DYNAMODB_ENDPOINT  DynamoDB Local
+//	HERALD_RIE                aws-lambda-rie
+//	HERALD_ASL_VALIDATOR      scripts/asl-validate.sh (optional)
+func TestStackInABox(t *testing.T) {
+	tmpl, bin := os.Getenv("HERALD_STACKBOX_TEMPLATE"), os.Getenv("HERALD_STACKBOX_BIN")
+	ddb, rie := os.Getenv("HERALD_DYNAMODB_ENDPOINT"), os.Getenv("HERALD_RIE")
+	if tmpl == "" || bin == "" || ddb == "" || rie == "" {
+		t.Skip("the stack in a box needs a synthesized template, host-built functions, DynamoDB Local and aws-lambda-rie: `make e2e-aws` runs it")
+	}
+	started := time.Now()
+	logs := &lockedBuffer{mu: make(chan struct{}, 1)}
+	box, err := run.Start(context.Background(), run.Options{
+		Template: tmpl, Assembly: filepath.Dir(tmpl), ConfigFile: os.Getenv("HERALD_STACKBOX_CONFIG"),
+		BinDir: bin, RIE: rie, DynamoDB: ddb, ASLValidator: os.Getenv("HERALD_ASL_VALIDATOR"),
+		Producers: producers(t, tmpl), Log: logs,
+	})
+	if err != nil {
+		t.Fatalf("start the box: %v", err)
+	}
+	defer box.Close()
+	t.Logf("box started in %s: %d functions, %d queues, %d tables, API at %s", time.Since(started).Round(time.Millisecond),
+		len(box.Functions), len(box.Queues), len(box.Tables), box.API.URL)
+	defer func() {
+		if t.Failed() {
+			t.Logf("box logs (tail):\n%s", logs.tail(200))
+		}
+	}()
+
+	s := &scenarios{t: t, box: box, service: servicePrincipal(t, box)}
+	for _, sc := range []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"transactional send through the API, signed as a service", s.transactionalSend},
+	} {
+		t0 := time.Now()
+		ok := t.Run(sc.name, sc.fn)
+		result := "PASS"
+		if !ok {
+			result = "FAIL"
+		}
+		fmt.Printf("scenario: %-70s %s (%s)\n", sc.name, result, time.Since(t0).Round(time.Millisecond))
+	}
+
+	summary := box.Summary()
+	fmt.Print(summary)
+	for _, c := range box.Denied() {
+		t.Errorf("iam: denied: %s: %s", c, c.Reason)
+	}
+	t.Logf("instances started: %v", box.Instances())
+	t.Logf("stack in a box: %s in all", time.Since(started).Round(time.Millisecond))
+}
+
+// producers are the principals outside the stack the scenarios sign as: the services'
+// iam_principals from the config layer.
+func producers(t *testing.T, tmpl string) []string {
+	// The services' principals are read after Start too; the box needs them before, to give
+	// them credentials. A service with none gets a made-up role in the stack's account.
+	return []string{servicePrincipalARN}
+}
+
+const servicePrincipalARN = "arn:aws:iam::123456789012:role/orders-service"
+
+func servicePrincipal(t *testing.T, b *run.Box) string {
+	return servicePrincipalARN
+}
+
+type scenarios struct {
+	t       *testing.T
+	box     *run.Box
+	service string // the principal the service routes are signed as
+}
+
+// call sends a request to the box's API, SigV4-signed as principal ("" for unsigned) or with
+// a bearer token.
+func (s *scenarios) call(t *testing.T, principal, bearer, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	var raw []byte
+	if body != nil {
+		raw, _ = json.Marshal(body)
+	}
+	req, err := http.NewRequest(method, s.box.API.URL+path, bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	if principal != "" {
+		cfg := s.box.AWSConfig(principal)
+		creds, _ := cfg.Credentials.Retrieve(context.Background())
+		h := sha256.Sum256(raw)
+		if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(h[:]), "execute-api", run.Region, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	if out == nil {
+		out = map[string]any{"raw": string(b)}
+	}
+	return resp.StatusCode, out
+}
+
+func (s *scenarios) mustCall(t *testing.T, want int, method, path string, body any) map[string]any {
+	t.Helper()
+	code, out := s.call(t, s.service, "", method, path, body)
+	if code != want {
+		t.Fatalf("%s %s: %d %v, want %d", method, path, code, out, want)
+	}
+	return out
+}
+
+// waitFor polls cond every 250ms until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("%s: not after %s (last: %s)", what, d, last)
+}
+
+func (s *scenarios) notificationStatus(t *testing.T, id string) (string, map[string]any) {
+	code, out := s.call(t, s.service, "", "GET", "/v1/notifications/"+id, nil)
+	if code != 200 {
+		return fmt.Sprintf("HTTP %d", code), out
+	}
+	st, _ := out["status"].(string)
+	return st, out
+}
+
+func (s *scenarios) transactionalSend(t *testing.T) {
+	if code, out := s.call(t, "", "", "GET", "/healthz", nil); code != 200 {
+		t.Fatalf("healthz: %d %v", code, out)
+	}
+	if code, _ := s.call(t, "", "", "POST", "/v1/notifications", map[string]any{}); code != http.StatusForbidden {
+		t.Fatalf("an unsigned send: %d, want 403 from the IAM route", code)
+	}
+	token := "fcm-stackbox-alice-phone"
+	s.mustCall(t, 200, "PUT", "/v1/users/alice/devices/"+token, map[string]any{"platform": "fcm"})
+	out := s.mustCall(t, 202, "POST", "/v1/notifications", map[string]any{
+		"idempotency_key": "stackbox-order-1", "channels": []string{"push", "inbox"},
+		"content":    map[string]any{"title": "Your order shipped", "body": "Order #1 is on its way."},
+		"recipients": []any{map[string]any{"user_id": "alice"}},
+	})
+	id, _ := out["id"].(string)
+	waitFor(t, 60*time.Second, "notification "+id+" SENT", func() (bool, string) {
+		st, v := s.notificationStatus(t, id)
+		return st == "SENT", fmt.Sprint(v)
+	})
+	if n := len(s.box.Sandbox.Recorder.List("fcm", token)); n != 1 {
+		t.Fatalf("the sandbox got %d pushes for %s, want 1", n, token)
+	}
+	code, inbox := s.call(t, "", s.box.API.Token("alice", time.Hour), "GET", "/v1/users/alice/inbox", nil)
+	if code != 200 || !strings.Contains(fmt.Sprint(inbox), "Your order shipped") {
+		t.Fatalf("alice's inbox with her JWT: %d %v", code, inbox)
+	}
+	if code, _ := s.call(t, "", s.box.API.Token("bob", time.Hour), "GET", "/v1/users/alice/inbox", nil); code != http.StatusForbidden {
+		t.Fatalf("bob's JWT on alice's inbox: %d, want 403", code)
+	}
+}
+
+type lockedBuffer struct {
+	mu  chan struct{}
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) lock() { l.mu <- struct{}{} }
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.lock()
+	defer func() { <-l.mu }()
+	if os.Getenv("HERALD_STACKBOX_VERBOSE") != "" {
+		os.Stderr.Write(p)
+	}
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) tail(n int) string {
+	l.lock()
+	defer func() { <-l.mu }()
+	lines := strings.Split(l.buf.String(), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
