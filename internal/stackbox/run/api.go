@@ -209,7 +209,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m := sigv4AKID.FindStringSubmatch(r.Header.Get("Authorization"))
 		principal := ""
 		if m != nil {
-			principal = b.creds[m[1]]
+			principal = b.principalOf(m[1])
 		}
 		if principal == "" {
 			gatewayJSON(w, http.StatusForbidden, "Forbidden")

@@ -62,10 +62,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"herald/internal/eventbus/eventbusfake"
 	"herald/internal/s3/s3fake"
@@ -102,7 +105,8 @@ type Options struct {
 	// roles): each gets an access key; their own identity policy is Identity[principal].
 	Producers []string
 	// ProducerIdentity is the identity policy each producer is assumed to have in its own
-	// account (nil: sqs:SendMessage and execute-api:Invoke on everything).
+	// account (nil: sqs:SendMessage, execute-api:Invoke and s3:PutObject on everything, so
+	// that the template's resource policies decide).
 	ProducerIdentity *iam.Policy
 	Log              io.Writer // function and box logs; nil discards
 }
@@ -131,9 +135,12 @@ type Box struct {
 	logw      io.Writer
 	recorder  *Recorder
 	endpoints map[string]string // AWS_ENDPOINT_URL_<SERVICE> → proxy URL
+	credMu    sync.Mutex
 	creds     map[string]string // access key id → principal
 	akids     map[string]string // principal → access key id
 	servers   []*http.Server
+	adminMu   sync.Mutex
+	admin     *awssqs.Client // the SQS fake without the proxy: setup and service deliveries
 	cancel    context.CancelFunc
 	ctx       context.Context
 	wg        sync.WaitGroup
@@ -186,13 +193,8 @@ func Start(ctx context.Context, o Options) (_ *Box, err error) {
 			b.Close()
 		}
 	}()
-	producer := iam.MustParsePolicy("producer-identity", `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["sqs:SendMessage","execute-api:Invoke"],"Resource":"*"}]}`)
-	if o.ProducerIdentity != nil {
-		producer = *o.ProducerIdentity
-	}
 	for _, p := range o.Producers {
-		b.credential(p)
-		b.recorder.identity[p] = []iam.Policy{producer}
+		b.AddProducer(p)
 	}
 	if err := b.checkTrust(); err != nil {
 		return nil, err
@@ -272,12 +274,21 @@ func stackName(t *cfn.Template) string {
 
 // credential returns the access key id the box gives a principal, making one up the first time.
 func (b *Box) credential(principal string) string {
+	b.credMu.Lock()
+	defer b.credMu.Unlock()
 	if k, ok := b.akids[principal]; ok {
 		return k
 	}
 	k := fmt.Sprintf("AKIASTACKBOX%08d", len(b.akids)+1)
 	b.akids[principal], b.creds[k] = k, principal
 	return k
+}
+
+// principalOf returns the principal an access key id was given to ("" for none).
+func (b *Box) principalOf(akid string) string {
+	b.credMu.Lock()
+	defer b.credMu.Unlock()
+	return b.creds[akid]
 }
 
 // Credentials returns the access key id to sign as principal (a producer or a role of the
@@ -393,4 +404,70 @@ func configFromAssembly(t *cfn.Template, assembly string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no config layer with herald/herald.yaml in %s", assembly)
+}
+
+// AddProducer lets the box sign as a principal outside the stack (a service's role). Its own
+// account is assumed to grant it what ProducerIdentity says, so the template's resource
+// policies decide; it returns the access key id.
+func (b *Box) AddProducer(principal string) string {
+	producer := iam.MustParsePolicy("producer-identity", `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["sqs:SendMessage","execute-api:Invoke","s3:PutObject"],"Resource":"*"}]}`)
+	if b.opts.ProducerIdentity != nil {
+		producer = *b.opts.ProducerIdentity
+	}
+	b.recorder.mu.Lock()
+	b.recorder.identity[principal] = []iam.Policy{producer}
+	b.recorder.mu.Unlock()
+	return b.credential(principal)
+}
+
+// QueuePolicyProducers returns the AWS principals a queue's policy allows to send to it:
+// the per-service grants of newer templates; none in templates that leave producers to their
+// own account's identity policies.
+func (b *Box) QueuePolicyProducers(queueARN string) []string {
+	var out []string
+	for _, p := range b.IAM.ResourcePolicies(queueARN) {
+		for _, s := range p.Statements {
+			if s.Effect != "Allow" || s.Principal == nil || s.Principal.All {
+				continue
+			}
+			if !slices.ContainsFunc(s.Action, func(a string) bool { return a == "sqs:SendMessage" || a == "sqs:*" }) {
+				continue
+			}
+			out = append(out, s.Principal.AWS...)
+		}
+	}
+	return out
+}
+
+// ServicePrincipals returns a service's iam_principals in the box's herald.yaml.
+func (b *Box) ServicePrincipals(service string) []string {
+	svcs, _ := b.Config["services"].([]any)
+	for _, raw := range svcs {
+		s, _ := raw.(map[string]any)
+		if str(s["name"]) != service {
+			continue
+		}
+		var out []string
+		ps, _ := s["iam_principals"].([]any)
+		for _, p := range ps {
+			out = append(out, str(p))
+		}
+		return out
+	}
+	return nil
+}
+
+// Queue returns the template's queue named <stack>-<short> (e.g. "ingest-orders").
+func (b *Box) Queue(short string) Queue {
+	return b.Queues[stackName(b.Template)+"-"+short]
+}
+
+// Getenv returns a variable of the function's environment.
+func (f *Function) Getenv(k string) string {
+	for _, kv := range f.Env {
+		if v, ok := strings.CutPrefix(kv, k+"="); ok {
+			return v
+		}
+	}
+	return ""
 }

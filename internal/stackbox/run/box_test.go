@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestStackInABox(t *testing.T) {
 	box, err := run.Start(context.Background(), run.Options{
 		Template: tmpl, Assembly: filepath.Dir(tmpl), ConfigFile: os.Getenv("HERALD_STACKBOX_CONFIG"),
 		BinDir: bin, RIE: rie, DynamoDB: ddb, ASLValidator: os.Getenv("HERALD_ASL_VALIDATOR"),
-		Producers: producers(t, tmpl), Log: logs,
+		Log: logs,
 	})
 	if err != nil {
 		t.Fatalf("start the box: %v", err)
@@ -56,13 +57,23 @@ func TestStackInABox(t *testing.T) {
 		}
 	}()
 
-	s := &scenarios{t: t, box: box, service: servicePrincipal(t, box)}
+	s := newScenarios(t, box)
 	for _, sc := range []struct {
 		name string
 		fn   func(*testing.T)
 	}{
 		{"transactional send through the API, signed as a service", s.transactionalSend},
+		{"a producer sends straight to its ingest queue", s.producerQueue},
+		{"a reserved send rescheduled (PATCH), then fired", s.reservedRescheduled},
+		{"a 5,000-device campaign paused, resumed and completed", s.campaign},
+		{"an SES bounce through SNS and SQS suppresses the next send", s.bounce},
+		{"a poison message dead-lettered, then redriven by the admin route", s.poison},
+		{"a message forged onto another service's queue is refused", s.forged},
+		{"a reserved send and a reserved campaign moved in the console are honoured", s.consoleMoves},
 	} {
+		if only := os.Getenv("HERALD_STACKBOX_ONLY"); only != "" && !strings.Contains(sc.name, only) {
+			continue
+		}
 		t0 := time.Now()
 		ok := t.Run(sc.name, sc.fn)
 		result := "PASS"
@@ -81,24 +92,35 @@ func TestStackInABox(t *testing.T) {
 	t.Logf("stack in a box: %s in all", time.Since(started).Round(time.Millisecond))
 }
 
-// producers are the principals outside the stack the scenarios sign as: the services'
-// iam_principals from the config layer.
-func producers(t *testing.T, tmpl string) []string {
-	// The services' principals are read after Start too; the box needs them before, to give
-	// them credentials. A service with none gets a made-up role in the stack's account.
-	return []string{servicePrincipalARN}
-}
-
-const servicePrincipalARN = "arn:aws:iam::123456789012:role/orders-service"
-
-func servicePrincipal(t *testing.T, b *run.Box) string {
-	return servicePrincipalARN
-}
-
 type scenarios struct {
 	t       *testing.T
 	box     *run.Box
-	service string // the principal the service routes are signed as
+	service string // the principal the orders service signs as (API and its ingest queue)
+	// fromPolicy: the ingest queue's policy names the producers (newer templates); otherwise
+	// the producer is the service's iam_principals and its own account grants it the send.
+	fromPolicy bool
+}
+
+// newScenarios picks the orders service's principal: one the ingest queue's policy allows if
+// it names any, else the service's iam_principals from herald.yaml.
+func newScenarios(t *testing.T, box *run.Box) *scenarios {
+	s := &scenarios{t: t, box: box}
+	configured := box.ServicePrincipals("orders")
+	if ps := box.QueuePolicyProducers(box.Queue("ingest-orders").ARN); len(ps) > 0 {
+		s.service, s.fromPolicy = ps[0], true
+		for _, p := range ps {
+			if slices.Contains(configured, p) {
+				s.service = p
+			}
+		}
+	} else if len(configured) > 0 {
+		s.service = configured[0]
+	} else {
+		t.Fatal("the orders service has no iam_principals and its ingest queue's policy names no producer: nothing may sign as it")
+	}
+	box.AddProducer(s.service)
+	t.Logf("orders signs as %s (from the queue policy: %v)", s.service, s.fromPolicy)
+	return s
 }
 
 // call sends a request to the box's API, SigV4-signed as principal ("" for unsigned) or with

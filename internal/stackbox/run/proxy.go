@@ -49,7 +49,10 @@ func (r *Recorder) countTrust() { r.mu.Lock(); r.trust++; r.mu.Unlock() }
 // check evaluates and records one request made by caller.
 func (r *Recorder) check(caller string, req iam.Request) Call {
 	var d iam.Decision
-	if p, ok := r.identity[req.Principal]; ok {
+	r.mu.Lock()
+	p, ok := r.identity[req.Principal]
+	r.mu.Unlock()
+	if ok {
 		d = iam.Evaluate(req, p, r.stack.ResourcePolicies(req.Resource))
 	} else {
 		d = r.stack.Evaluate(req)
@@ -84,6 +87,8 @@ func (b *Box) Denied() []Call {
 }
 
 func (b *Box) isProducer(p string) bool {
+	b.recorder.mu.Lock()
+	defer b.recorder.mu.Unlock()
 	_, ok := b.recorder.identity[p]
 	return ok
 }
@@ -163,7 +168,7 @@ func (b *Box) proxy(service string, parse parser, deny func(w http.ResponseWrite
 		m := sigv4AKID.FindStringSubmatch(r.Header.Get("Authorization"))
 		principal := ""
 		if m != nil {
-			principal = b.creds[m[1]]
+			principal = b.principalOf(m[1])
 		}
 		if principal == "" {
 			b.log.Error("stackbox: unsigned or unknown caller", "service", service, "path", r.URL.Path)
@@ -475,18 +480,19 @@ func dynamoProxy(endpoint string) (http.Handler, error) {
 }
 
 // accountRewrite serves the SQS fake under the template's account: the fake's ARNs and URLs
-// name its own account, the stack's name AccountID.
+// name its own account, the stack's name AccountID. Only the ARNs and URLs of the protocol are
+// rewritten, never message bodies or attributes (their checksums must hold).
 func accountRewrite(fakeAccount string, next http.Handler) http.Handler {
 	in := strings.NewReplacer(":"+AccountID+":", ":"+fakeAccount+":", "/"+AccountID+"/", "/"+fakeAccount+"/")
 	out := strings.NewReplacer(":"+fakeAccount+":", ":"+AccountID+":", "/"+fakeAccount+"/", "/"+AccountID+"/")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		body = []byte(in.Replace(string(body)))
+		body = rewriteJSON(body, in)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		rec := &bufferedWriter{header: http.Header{}}
 		next.ServeHTTP(rec, r)
-		resp := []byte(out.Replace(rec.buf.String()))
+		resp := rewriteJSON(rec.buf.Bytes(), out)
 		for k, v := range rec.header {
 			w.Header()[k] = v
 		}
@@ -497,6 +503,42 @@ func accountRewrite(fakeAccount string, next http.Handler) http.Handler {
 		w.WriteHeader(rec.status)
 		_, _ = w.Write(resp)
 	})
+}
+
+// payloadKeys hold what senders wrote: never rewritten.
+var payloadKeys = map[string]bool{"MessageBody": true, "Body": true, "MessageAttributes": true, "MessageSystemAttributes": true,
+	"MD5OfBody": true, "MD5OfMessageBody": true, "MD5OfMessageAttributes": true}
+
+func rewriteJSON(b []byte, r *strings.Replacer) []byte {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		return b
+	}
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch c := v.(type) {
+		case map[string]any:
+			for k, x := range c {
+				if !payloadKeys[k] {
+					c[k] = walk(x)
+				}
+			}
+		case []any:
+			for i, x := range c {
+				c[i] = walk(x)
+			}
+		case string:
+			return r.Replace(c)
+		}
+		return v
+	}
+	out, err := json.Marshal(walk(v))
+	if err != nil {
+		return b
+	}
+	return out
 }
 
 type bufferedWriter struct {

@@ -90,12 +90,18 @@ func (b *Box) SQSClient(principal string) *awssqs.Client {
 
 // sqsAdmin talks to the SQS fake directly (setup, not part of the IAM proof).
 func (b *Box) sqsAdmin() (*awssqs.Client, error) {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	if b.admin != nil {
+		return b.admin, nil
+	}
 	u, err := b.listen(b.SQS)
 	if err != nil {
 		return nil, err
 	}
-	return awssqs.NewFromConfig(aws.Config{Region: Region, Credentials: credentials.NewStaticCredentialsProvider("admin", "admin", "")},
-		func(o *awssqs.Options) { o.BaseEndpoint = aws.String(u) }), nil
+	b.admin = awssqs.NewFromConfig(aws.Config{Region: Region, Credentials: credentials.NewStaticCredentialsProvider("admin", "admin", "")},
+		func(o *awssqs.Options) { o.BaseEndpoint = aws.String(u) })
+	return b.admin, nil
 }
 
 // createQueues creates every AWS::SQS::Queue, dead-letter queues first.
