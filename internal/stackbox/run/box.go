@@ -66,6 +66,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -130,22 +131,23 @@ type Box struct {
 	Queues    map[string]Queue     // by queue name
 	Tables    []string
 
-	opts      Options
-	log       *slog.Logger
-	logw      io.Writer
-	recorder  *Recorder
-	endpoints map[string]string // AWS_ENDPOINT_URL_<SERVICE> → proxy URL
-	credMu    sync.Mutex
-	creds     map[string]string // access key id → principal
-	akids     map[string]string // principal → access key id
-	servers   []*http.Server
-	adminMu   sync.Mutex
-	admin     *awssqs.Client // the SQS fake without the proxy: setup and service deliveries
-	cancel    context.CancelFunc
-	ctx       context.Context
-	wg        sync.WaitGroup
-	dir       string
-	closeOnce sync.Once
+	opts       Options
+	log        *slog.Logger
+	logw       io.Writer
+	recorder   *Recorder
+	endpoints  map[string]string // AWS_ENDPOINT_URL_<SERVICE> → proxy URL
+	credMu     sync.Mutex
+	creds      map[string]string // access key id → principal
+	akids      map[string]string // principal → access key id
+	servers    []*http.Server
+	schedAhead atomic.Int64 // how far the scheduler's clock runs ahead (AdvanceSchedulerClock)
+	adminMu    sync.Mutex
+	admin      *awssqs.Client // the SQS fake without the proxy: setup and service deliveries
+	cancel     context.CancelFunc
+	ctx        context.Context
+	wg         sync.WaitGroup
+	dir        string
+	closeOnce  sync.Once
 }
 
 // Queue is an AWS::SQS::Queue of the template.

@@ -29,15 +29,26 @@ func (b *Box) startScheduler() {
 			case <-b.ctx.Done():
 				return
 			case now := <-t.C:
-				b.FireSchedules(now)
+				b.FireSchedules(now.Add(time.Duration(b.schedAhead.Load())))
 			}
 		}
 	}()
 }
 
+// AdvanceSchedulerClock moves EventBridge Scheduler's clock d ahead of this machine's, so that
+// schedules armed at least a minute out (Herald's MinLead) fire now; what the fire names is
+// unchanged, so ingest sees a fire that came early, as after a console edit.
+func (b *Box) AdvanceSchedulerClock(d time.Duration) { b.schedAhead.Add(int64(d)) }
+
+// SchedulerNow is the scheduler's clock.
+func (b *Box) SchedulerNow() time.Time { return time.Now().Add(time.Duration(b.schedAhead.Load())) }
+
 // FireSchedules fires every schedule due at now and returns how many fired.
 func (b *Box) FireSchedules(now time.Time) int {
-	return b.Sched.Fire(now, func(inv schedulerfake.Invocation) error {
+	return b.Sched.Fire(now, func(inv schedulerfake.Invocation) (err error) {
+		defer func() {
+			b.log.Info("stackbox: schedule fired", "schedule", inv.ScheduleName, "attempt", inv.Attempt, "input", inv.Input, "error", err)
+		}()
 		q, ok := b.QueueByARN(inv.TargetArn)
 		if !ok {
 			return fmt.Errorf("schedule %s: target %s is not a queue of the template", inv.ScheduleName, inv.TargetArn)
@@ -48,7 +59,7 @@ func (b *Box) FireSchedules(now time.Time) int {
 		}
 		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 		defer cancel()
-		_, err := b.SQSClient(inv.RoleArn).SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(inv.Input)})
+		_, err = b.SQSClient(inv.RoleArn).SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(inv.Input)})
 		return err
 	})
 }

@@ -97,28 +97,40 @@ func (s *scenarios) producerQueue(t *testing.T) {
 
 func sendAt(d time.Duration) time.Time { return time.Now().Add(d).Truncate(time.Second).UTC() }
 
-// reservedRescheduled: a send reserved for +4s, moved to +8s with PATCH, goes out once, after
-// +8s: the first schedule's fire is stale and does nothing.
+// reservedRescheduled: a send reserved two minutes out, moved a minute later with PATCH,
+// goes out once, when the moved schedule fires (the scheduler's clock is played forward to
+// it); the first time's fire, sent late by hand, is stale and does nothing.
 func (s *scenarios) reservedRescheduled(t *testing.T) {
 	token := "fcm-stackbox-dave"
 	s.device(t, "dave", token)
 	req := sendRequest("stackbox-reserved-1", "dave", "push")
-	req["send_at"] = sendAt(4 * time.Second)
+	first := sendAt(2 * time.Minute)
+	req["send_at"] = first
 	out := s.mustCall(t, 202, "POST", "/v1/notifications", req)
 	id, _ := out["id"].(string)
 	if st, _ := out["status"].(string); st != "SCHEDULED" {
 		t.Fatalf("a reserved send answered %v, want SCHEDULED", out)
 	}
-	later := sendAt(8 * time.Second)
+	later := first.Add(time.Minute)
 	// The API accepts the send onto the ingest queue; ingest stores it a moment later.
 	waitFor(t, 10*time.Second, "the PATCH of "+id, func() (bool, string) {
 		code, v := s.call(t, s.service, "", "PATCH", "/v1/notifications/"+id, map[string]any{"send_at": later})
 		return code == 200, fmt.Sprint(code, v)
 	})
-	time.Sleep(time.Until(later.Add(-1500 * time.Millisecond)))
-	if st, _ := s.notificationStatus(t, id); st != "SCHEDULED" || s.pushes(token) != 0 {
-		t.Fatalf("before the new time: %s with %d pushes, want SCHEDULED and none", st, s.pushes(token))
+	group := s.box.Function("ingest").Getenv("HERALD_SCHEDULE_GROUP")
+	sc, ok := s.box.Sched.Schedule(group, id)
+	if want := "at(" + later.Format("2006-01-02T15:04:05") + ")"; !ok || sc.ScheduleExpression != want {
+		t.Fatalf("the schedule of %s after PATCH: %+v, want %s", id, sc, want)
 	}
+	stale := fmt.Sprintf(`{"fire": %q, "at": %q}`, id, first.Format(time.RFC3339))
+	if err := s.sendToQueue(t, s.schedulerRole(t), "ingest-orders", stale); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if st, _ := s.notificationStatus(t, id); st != "SCHEDULED" || s.pushes(token) != 0 {
+		t.Fatalf("after the first time's fire: %s with %d pushes, want SCHEDULED and none", st, s.pushes(token))
+	}
+	s.box.AdvanceSchedulerClock(time.Until(later) + time.Second)
 	s.waitStatus(t, id, "SENT", 30*time.Second)
 	if n := s.pushes(token); n != 1 {
 		t.Fatalf("dave got %d pushes, want 1", n)
@@ -387,7 +399,7 @@ func (s *scenarios) consoleMoves(t *testing.T) {
 	group := s.box.Function("ingest").Getenv("HERALD_SCHEDULE_GROUP")
 	console := awsscheduler.NewFromConfig(aws.Config{Region: run.Region, Credentials: credentials.NewStaticCredentialsProvider("console", "console", "")},
 		func(o *awsscheduler.Options) { o.BaseEndpoint = aws.String(s.box.Sched.URL) })
-	moved := sendAt(4 * time.Second)
+	moved := s.box.SchedulerNow().Add(4 * time.Second).Truncate(time.Second).UTC()
 	for _, id := range []string{nid, cid} {
 		var found bool
 		for _, sc := range s.box.Sched.Schedules(group) {
