@@ -290,33 +290,41 @@ func (s *scenarios) bounce(t *testing.T) {
 	})
 }
 
-// poison: a body that is no SendRequest goes to the ingest queue's DLQ at once; the admin
-// route lists it and redrives it, and ingest dead-letters it again.
+// poison: a body that is no SendRequest goes to the ingest queue's DLQ at once, with its
+// reason; the admin route lists it and redrives it (an SQS message move task), and ingest
+// dead-letters the redriven copy again.
 func (s *scenarios) poison(t *testing.T) {
 	if err := s.sendToQueue(t, s.service, "ingest-orders", `{"this is": "not a send request"`); err != nil {
 		t.Fatal(err)
 	}
-	deadLetters := func() int {
+	deadLetters := func() []map[string]any {
 		v := s.mustCall(t, 200, "GET", "/v1/admin/queues/ingest-orders/dead-letters", nil)
 		l, _ := v["dead_letters"].([]any)
-		return len(l)
+		var out []map[string]any
+		for _, x := range l {
+			d, _ := x.(map[string]any)
+			out = append(out, d)
+		}
+		return out
 	}
-	waitFor(t, 30*time.Second, "the poison message in the DLQ", func() (bool, string) { n := deadLetters(); return n == 1, fmt.Sprint(n) })
+	var first map[string]any
+	waitFor(t, 30*time.Second, "the poison message in the DLQ", func() (bool, string) {
+		l := deadLetters()
+		if len(l) == 1 {
+			first = l[0]
+		}
+		return len(l) == 1, fmt.Sprint(l)
+	})
+	if first["code"] != notify.EINVALID {
+		t.Fatalf("the dead letter %v: want code %s", first, notify.EINVALID)
+	}
 	moved := s.mustCall(t, 200, "POST", "/v1/admin/queues/ingest-orders/redrive", nil)
 	if n, _ := moved["moved"].(float64); n != 1 {
 		t.Fatalf("redrive answered %v, want 1 moved", moved)
 	}
-	var redriven bool
-	waitFor(t, 30*time.Second, "the redriven message back through ingest and in the DLQ again", func() (bool, string) {
-		v := s.mustCall(t, 200, "GET", "/v1/admin/queues/ingest-orders/dead-letters", nil)
-		l, _ := v["dead_letters"].([]any)
-		if len(l) == 1 {
-			d, _ := l[0].(map[string]any)
-			rc, _ := d["receive_count"].(float64)
-			redriven = rc >= 1
-			return redriven, fmt.Sprint(d)
-		}
-		return false, fmt.Sprint(len(l), " dead letters")
+	waitFor(t, 30*time.Second, "the redriven message back through ingest and dead-lettered again", func() (bool, string) {
+		l := deadLetters()
+		return len(l) == 1 && l[0]["id"] != first["id"], fmt.Sprint(l)
 	})
 }
 
