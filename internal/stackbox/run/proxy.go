@@ -111,8 +111,16 @@ func (b *Box) Summary() string {
 	denied := b.Denied()
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "iam: %d calls checked, %d denied\n", len(calls), len(denied))
+	seen := map[string]int{}
+	var order []Call
 	for _, c := range denied {
-		fmt.Fprintf(&sb, "  DENIED %s: %s\n", c, c.Reason)
+		if seen[c.String()] == 0 {
+			order = append(order, c)
+		}
+		seen[c.String()]++
+	}
+	for _, c := range order {
+		fmt.Fprintf(&sb, "  DENIED %s (×%d): %s\n", c, seen[c.String()], c.Reason)
 	}
 	counts := map[string]int{}
 	for _, c := range calls {

@@ -351,6 +351,7 @@ func (s *scenarios) forged(t *testing.T) {
 	req := sendRequest("stackbox-forged-fire", "erin", "push")
 	req["send_at"] = sendAt(time.Hour)
 	id := s.idOf(t, req)
+	s.waitStatus(t, id, "SCHEDULED", 10*time.Second) // stored by ingest, which the API queued it for
 	role := s.schedulerRole(t)
 	fire := fmt.Sprintf(`{"fire": %q, "at": %q}`, id, req["send_at"].(time.Time).Format(time.RFC3339))
 	if err := s.sendToQueue(t, role, "ingest-marketing", fire); err != nil {
@@ -383,6 +384,7 @@ func (s *scenarios) consoleMoves(t *testing.T) {
 	req := sendRequest("stackbox-console-1", "frank", "push")
 	req["send_at"] = sendAt(time.Hour)
 	nid := s.idOf(t, req)
+	s.waitStatus(t, nid, "SCHEDULED", 10*time.Second)
 	// The campaign's audience is a list the service uploads to the lists bucket: S3 notifies
 	// the audience queue, the audience function imports it.
 	bucket := s.box.Function("audience").Getenv("HERALD_AUDIENCE_BUCKET")
