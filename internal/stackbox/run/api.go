@@ -107,8 +107,7 @@ func (b *Box) startAPI() error {
 		}
 		a.Routes = append(a.Routes, r)
 	}
-	// API Gateway picks the most specific route: more literal segments first, greedy last.
-	sort.SliceStable(a.Routes, func(i, j int) bool { return specificity(a.Routes[i]) > specificity(a.Routes[j]) })
+	sortRoutes(a.Routes)
 	u, err := b.listen(a)
 	if err != nil {
 		return err
@@ -116,6 +115,12 @@ func (b *Box) startAPI() error {
 	a.URL = u
 	b.API = a
 	return nil
+}
+
+// sortRoutes orders routes as API Gateway prefers them: more literal segments first, greedy
+// paths last, a method before ANY.
+func sortRoutes(rs []Route) {
+	sort.SliceStable(rs, func(i, j int) bool { return specificity(rs[i]) > specificity(rs[j]) })
 }
 
 func specificity(r Route) int {

@@ -157,15 +157,29 @@ func (b *Box) PutObject(ctx context.Context, principal, bucket, key, content str
 		return fmt.Errorf("denied: %s", c.Reason)
 	}
 	b.S3.Put(bucket, key, content)
-	for _, id := range b.Template.LogicalIDs("AWS::S3::Bucket") {
-		if b.Resolver.Resources[id].Ref != bucket {
+	// The bucket's own NotificationConfiguration, or CDK's custom resource that sets it.
+	var configs []map[string]any
+	for _, id := range b.Template.LogicalIDs("") {
+		typ := b.Template.Resources[id].Type
+		if typ != "AWS::S3::Bucket" && typ != "Custom::S3BucketNotifications" {
 			continue
 		}
 		p, err := b.props(id)
 		if err != nil {
 			return err
 		}
-		nc, _ := p["NotificationConfiguration"].(map[string]any)
+		name := b.Resolver.Resources[id].Ref
+		if typ == "Custom::S3BucketNotifications" {
+			name = str(p["BucketName"])
+		}
+		if name != bucket {
+			continue
+		}
+		if nc, ok := p["NotificationConfiguration"].(map[string]any); ok {
+			configs = append(configs, nc)
+		}
+	}
+	for _, nc := range configs {
 		qcs, _ := nc["QueueConfigurations"].([]any)
 		for _, raw := range qcs {
 			qc, _ := raw.(map[string]any)

@@ -182,6 +182,7 @@ func (f *Function) start() (*instance, error) {
 	cmd.Env = f.Env
 	w := prefixWriter{mu: &logMu, prefix: f.Name + " | ", w: f.logw}
 	cmd.Stdout, cmd.Stderr = w, w
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("function %s: %w", f.Name, err)
 	}
