@@ -26,12 +26,20 @@
 //     StopExecution); Lambda tasks invoke the function, sqs:sendMessage and
 //     states:startExecution go through the box as the state machine's role.
 //   - EventBridge Scheduler (internal/scheduler/schedulerfake): due schedules fire their target
-//     (SendMessage to the ingest queue) as the schedule's role.
+//     (SendMessage to the ingest queue) as the schedule's role, which the scheduler service must
+//     be trusted to assume. Herald arms schedules at least a minute out; AdvanceSchedulerClock
+//     runs the scheduler's clock ahead so a scenario need not wait for them.
 //   - S3 bucket notifications (NotificationConfiguration.QueueConfigurations) and SNS
 //     subscriptions to SQS (raw or enveloped), as the S3 and SNS service principals.
 //   - Secrets Manager (GetSecretValue) holding made-up values for the secrets herald.yaml names,
 //     EventBridge PutEvents (internal/eventbus/eventbusfake), S3 objects (internal/s3/s3fake),
 //     SES v2, FCM and Twilio (the sandbox providers of internal/sandbox).
+//
+// The template is resolved for account AccountID in Region; the SQS fake's own account in its
+// ARNs and URLs is translated at its proxy (never inside message bodies). Principals outside
+// the stack — the services' producer roles — are added with AddProducer: their own account is
+// assumed to grant them SendMessage, execute-api:Invoke and PutObject, so the template's
+// resource policies are what decide.
 //
 // Every call to those services goes through a recording proxy that reads the caller from the
 // SigV4 Authorization header, the action from X-Amz-Target or the REST method and path, and the
