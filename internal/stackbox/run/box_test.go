@@ -76,6 +76,10 @@ func TestStackInABox(t *testing.T) {
 			continue
 		}
 		t0 := time.Now()
+		deniedBefore = map[string]bool{}
+		for _, c := range box.Denied() {
+			deniedBefore[c.String()] = true
+		}
 		ok := t.Run(sc.name, sc.fn)
 		result := "PASS"
 		if !ok {
@@ -171,19 +175,19 @@ func (s *scenarios) mustCall(t *testing.T, want int, method, path string, body a
 	return out
 }
 
-// theBox is the running box, for waitFor.
-var theBox *run.Box
+// theBox is the running box, for waitFor; deniedBefore are the calls denied before the
+// current scenario.
+var (
+	theBox       *run.Box
+	deniedBefore map[string]bool
+)
 
 // waitFor polls cond every 250ms until it holds or d passes. A call of the stack that IAM
-// denies meanwhile, one not denied before (earlier scenarios' retries do not count), ends the
-// wait at once: what waits on it will not happen.
+// denied during the scenario (not one of an earlier scenario's retries) ends the wait at once:
+// what waits on it may never happen.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(d)
-	before := map[string]bool{}
-	for _, c := range theBox.Denied() {
-		before[c.String()] = true
-	}
 	last := ""
 	for time.Now().Before(deadline) {
 		ok, state := cond()
@@ -192,7 +196,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, stri
 		}
 		last = state
 		for _, c := range theBox.Denied() {
-			if !before[c.String()] {
+			if !deniedBefore[c.String()] {
 				t.Fatalf("%s: IAM denied %s: %s", what, c, c.Reason)
 			}
 		}
