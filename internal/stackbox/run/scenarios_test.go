@@ -318,6 +318,7 @@ func (s *scenarios) poison(t *testing.T) {
 	if first["code"] != notify.EINVALID {
 		t.Fatalf("the dead letter %v: want code %s", first, notify.EINVALID)
 	}
+	t.Logf("dead letter: %v", first)
 	moved := s.mustCall(t, 200, "POST", "/v1/admin/queues/ingest-orders/redrive", nil)
 	if n, _ := moved["moved"].(float64); n != 1 {
 		t.Fatalf("redrive answered %v, want 1 moved", moved)
