@@ -37,9 +37,9 @@
 //
 // The template is resolved for account AccountID in Region; the SQS fake's own account in its
 // ARNs and URLs is translated at its proxy (never inside message bodies). Principals outside
-// the stack — the services' producer roles — are added with AddProducer: their own account is
-// assumed to grant them SendMessage, execute-api:Invoke and PutObject, so the template's
-// resource policies are what decide.
+// the stack — the services' producer roles — are added with AddProducer, with an assumed
+// identity policy that leaves the decision to the template's resource policies where they name
+// producers.
 //
 // Every call to those services goes through a recording proxy that reads the caller from the
 // SigV4 Authorization header, the action from X-Amz-Target or the REST method and path, and the
@@ -113,9 +113,8 @@ type Options struct {
 	// Producers are principals outside the stack that the box may sign as (e.g. the services'
 	// roles): each gets an access key; their own identity policy is Identity[principal].
 	Producers []string
-	// ProducerIdentity is the identity policy each producer is assumed to have in its own
-	// account (nil: sqs:SendMessage, execute-api:Invoke and s3:PutObject on everything, so
-	// that the template's resource policies decide).
+	// ProducerIdentity is the identity policy each producer is assumed to have (nil: see
+	// AddProducer).
 	ProducerIdentity *iam.Policy
 	Log              io.Writer // function and box logs; nil discards
 }
@@ -416,11 +415,17 @@ func configFromAssembly(t *cfn.Template, assembly string) (string, error) {
 	return "", fmt.Errorf("no config layer with herald/herald.yaml in %s", assembly)
 }
 
-// AddProducer lets the box sign as a principal outside the stack (a service's role). Its own
-// account is assumed to grant it what ProducerIdentity says, so the template's resource
-// policies decide; it returns the access key id.
+// AddProducer lets the box sign as a principal outside the stack (a service's role) and
+// returns its access key id. Its own identity policy is ProducerIdentity, by default
+// execute-api:Invoke and s3:PutObject on everything, and sqs:SendMessage on everything too
+// unless a queue policy of the template names producers: then the queue policies alone decide
+// which queue a producer may send to (a forged send to another service's queue is refused).
 func (b *Box) AddProducer(principal string) string {
-	producer := iam.MustParsePolicy("producer-identity", `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["sqs:SendMessage","execute-api:Invoke","s3:PutObject"],"Resource":"*"}]}`)
+	actions := `"execute-api:Invoke","s3:PutObject"`
+	if !b.queuePoliciesNameProducers() {
+		actions += `,"sqs:SendMessage"`
+	}
+	producer := iam.MustParsePolicy("producer-identity", `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":[`+actions+`],"Resource":"*"}]}`)
 	if b.opts.ProducerIdentity != nil {
 		producer = *b.opts.ProducerIdentity
 	}
@@ -430,9 +435,10 @@ func (b *Box) AddProducer(principal string) string {
 	return b.credential(principal)
 }
 
-// QueuePolicyProducers returns the AWS principals a queue's policy allows to send to it:
-// the per-service grants of newer templates; none in templates that leave producers to their
-// own account's identity policies.
+// QueuePolicyProducers returns the principals a queue's policy allows to send to it: the
+// per-service grants of newer templates, named as the Principal (a role or user ARN) or, for a
+// Principal that is an account, by an aws:PrincipalArn condition. Templates that leave
+// producers to their own account's identity policies name none.
 func (b *Box) QueuePolicyProducers(queueARN string) []string {
 	var out []string
 	for _, p := range b.IAM.ResourcePolicies(queueARN) {
@@ -443,10 +449,38 @@ func (b *Box) QueuePolicyProducers(queueARN string) []string {
 			if !slices.ContainsFunc(s.Action, func(a string) bool { return a == "sqs:SendMessage" || a == "sqs:*" }) {
 				continue
 			}
-			out = append(out, s.Principal.AWS...)
+			var byCondition []string
+			for _, c := range s.Conditions {
+				if strings.EqualFold(c.Key, "aws:PrincipalArn") && !strings.HasPrefix(c.Operator, "ForAnyValue") {
+					for _, v := range c.Values {
+						if !strings.ContainsAny(v, "*?") {
+							byCondition = append(byCondition, v)
+						}
+					}
+				}
+			}
+			if len(byCondition) > 0 {
+				out = append(out, byCondition...)
+				continue
+			}
+			for _, a := range s.Principal.AWS {
+				if strings.Contains(a, ":role/") || strings.Contains(a, ":user/") {
+					out = append(out, a)
+				}
+			}
 		}
 	}
 	return out
+}
+
+// queuePoliciesNameProducers reports whether any queue policy of the template names producers.
+func (b *Box) queuePoliciesNameProducers() bool {
+	for _, id := range b.Template.LogicalIDs("AWS::SQS::Queue") {
+		if len(b.QueuePolicyProducers(b.Resolver.Resources[id].Attrs["Arn"])) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // ServicePrincipals returns a service's iam_principals in the box's herald.yaml.

@@ -98,33 +98,37 @@ func TestStackInABox(t *testing.T) {
 }
 
 type scenarios struct {
-	t       *testing.T
-	box     *run.Box
-	service string // the principal the orders service signs as (API and its ingest queue)
-	// fromPolicy: the ingest queue's policy names the producers (newer templates); otherwise
-	// the producer is the service's iam_principals and its own account grants it the send.
+	t   *testing.T
+	box *run.Box
+	// service is the orders service's caller on the API: a principal in its iam_principals.
+	service string
+	// producer sends to the orders ingest queue: a principal the queue's policy allows (newer
+	// templates, fromPolicy), else the service's iam_principals, whose own account grants the
+	// send.
+	producer   string
 	fromPolicy bool
 }
 
-// newScenarios picks the orders service's principal: one the ingest queue's policy allows if
-// it names any, else the service's iam_principals from herald.yaml.
+// newScenarios picks the orders service's principals from herald.yaml and the ingest queue's
+// policy.
 func newScenarios(t *testing.T, box *run.Box) *scenarios {
 	s := &scenarios{t: t, box: box}
 	configured := box.ServicePrincipals("orders")
+	if len(configured) == 0 {
+		t.Fatal("the orders service has no iam_principals in herald.yaml: nothing may call the API's IAM routes as it")
+	}
+	s.service, s.producer = configured[0], configured[0]
 	if ps := box.QueuePolicyProducers(box.Queue("ingest-orders").ARN); len(ps) > 0 {
-		s.service, s.fromPolicy = ps[0], true
+		s.producer, s.fromPolicy = ps[0], true
 		for _, p := range ps {
 			if slices.Contains(configured, p) {
-				s.service = p
+				s.producer = p
 			}
 		}
-	} else if len(configured) > 0 {
-		s.service = configured[0]
-	} else {
-		t.Fatal("the orders service has no iam_principals and its ingest queue's policy names no producer: nothing may sign as it")
 	}
 	box.AddProducer(s.service)
-	t.Logf("orders signs as %s (from the queue policy: %v)", s.service, s.fromPolicy)
+	box.AddProducer(s.producer)
+	t.Logf("orders calls the API as %s and sends to its queue as %s (named by the queue policy: %v)", s.service, s.producer, s.fromPolicy)
 	return s
 }
 

@@ -83,7 +83,7 @@ func (s *scenarios) producerQueue(t *testing.T) {
 	s.device(t, "carol", token)
 	req := sendRequest("stackbox-producer-1", "carol", "push")
 	raw, _ := json.Marshal(req)
-	if err := s.sendToQueue(t, s.service, "ingest-orders", string(raw)); err != nil {
+	if err := s.sendToQueue(t, s.producer, "ingest-orders", string(raw)); err != nil {
 		t.Fatalf("the producer's SendMessage: %v", err)
 	}
 	waitFor(t, 30*time.Second, "carol's push", func() (bool, string) { return s.pushes(token) == 1, fmt.Sprint(s.pushes(token)) })
@@ -294,7 +294,7 @@ func (s *scenarios) bounce(t *testing.T) {
 // reason; the admin route lists it and redrives it (an SQS message move task), and ingest
 // dead-letters the redriven copy again.
 func (s *scenarios) poison(t *testing.T) {
-	if err := s.sendToQueue(t, s.service, "ingest-orders", `{"this is": "not a send request"`); err != nil {
+	if err := s.sendToQueue(t, s.producer, "ingest-orders", `{"this is": "not a send request"`); err != nil {
 		t.Fatal(err)
 	}
 	deadLetters := func() []map[string]any {
@@ -336,7 +336,7 @@ func (s *scenarios) poison(t *testing.T) {
 func (s *scenarios) forged(t *testing.T) {
 	marketing := s.box.Queue("ingest-marketing")
 	body, _ := json.Marshal(sendRequest("stackbox-forged-1", "alice", "push"))
-	err := s.sendToQueue(t, s.service, "ingest-marketing", string(body))
+	err := s.sendToQueue(t, s.producer, "ingest-marketing", string(body))
 	switch {
 	case s.fromPolicy && err == nil:
 		t.Fatalf("the orders producer could send to %s: its policy should refuse it", marketing.Name)

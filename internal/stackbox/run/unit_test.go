@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"herald/internal/stackbox/cfn"
+	"herald/internal/stackbox/iam"
 )
 
 func newTestBox(t *testing.T) *Box {
@@ -178,5 +179,80 @@ func TestStackNameFromFunctionNames(t *testing.T) {
 	tmpl := &cfn.Template{Resources: map[string]cfn.Resource{"F": {Type: "AWS::Lambda::Function", Properties: map[string]any{"FunctionName": "herald-prod-send"}}}}
 	if got := stackName(tmpl); got != "herald-prod" {
 		t.Fatalf("stack name %q", got)
+	}
+}
+
+// queueTemplate is two ingest queues; policies, when given, are each queue's policy statements.
+func queueTemplate(t *testing.T, policies map[string]string) *Box {
+	t.Helper()
+	res := map[string]any{
+		"Orders":    map[string]any{"Type": "AWS::SQS::Queue", "Properties": map[string]any{"QueueName": "herald-dev-ingest-orders"}},
+		"Marketing": map[string]any{"Type": "AWS::SQS::Queue", "Properties": map[string]any{"QueueName": "herald-dev-ingest-marketing"}},
+	}
+	for q, stmts := range policies {
+		var st []any
+		if err := json.Unmarshal([]byte(stmts), &st); err != nil {
+			t.Fatal(err)
+		}
+		res[q+"Policy"] = map[string]any{"Type": "AWS::SQS::QueuePolicy", "Properties": map[string]any{
+			"Queues": []any{map[string]any{"Ref": q}}, "PolicyDocument": map[string]any{"Version": "2012-10-17", "Statement": st}}}
+	}
+	raw, _ := json.Marshal(map[string]any{"Resources": res})
+	tmpl, err := cfn.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cfn.NewResolver(tmpl, cfn.Env{Region: Region, AccountID: AccountID, StackName: "herald-dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := iam.FromTemplate(tmpl, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newTestBox(t)
+	b.Template, b.Resolver, b.IAM, b.recorder = tmpl, r, stack, newRecorder(stack)
+	return b
+}
+
+const (
+	ordersRole     = "arn:aws:iam::123456789012:role/orders-service"
+	ordersQueue    = "arn:aws:sqs:us-east-1:123456789012:herald-dev-ingest-orders"
+	marketingQueue = "arn:aws:sqs:us-east-1:123456789012:herald-dev-ingest-marketing"
+)
+
+// Per-service queue policies decide which queue a producer may send to; without them the
+// producer's own grants do.
+func TestProducersAgainstQueuePolicies(t *testing.T) {
+	send := func(b *Box, queue string) bool {
+		return b.recorder.check("producer", iam.Request{Principal: ordersRole, Action: "sqs:SendMessage", Resource: queue}).Allowed
+	}
+	old := queueTemplate(t, nil)
+	old.AddProducer(ordersRole)
+	if got := old.QueuePolicyProducers(ordersQueue); len(got) != 0 {
+		t.Fatalf("no policy names %v", got)
+	}
+	if !send(old, ordersQueue) {
+		t.Error("without per-service policies the producer's own grant lets it send")
+	}
+
+	byPrincipal := queueTemplate(t, map[string]string{
+		"Orders":    `[{"Effect":"Allow","Principal":{"AWS":"` + ordersRole + `"},"Action":"sqs:SendMessage","Resource":"` + ordersQueue + `"}]`,
+		"Marketing": `[{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:role/marketing-service"},"Action":"sqs:SendMessage","Resource":"` + marketingQueue + `"}]`,
+	})
+	byPrincipal.AddProducer(ordersRole)
+	if got := byPrincipal.QueuePolicyProducers(ordersQueue); !reflect.DeepEqual(got, []string{ordersRole}) {
+		t.Fatalf("producers of the orders queue: %v", got)
+	}
+	if !send(byPrincipal, ordersQueue) || send(byPrincipal, marketingQueue) {
+		t.Error("the orders producer must send to its queue only")
+	}
+
+	byCondition := queueTemplate(t, map[string]string{
+		"Orders": `[{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:root"},"Action":"sqs:SendMessage","Resource":"` + ordersQueue + `",
+			"Condition":{"ArnEquals":{"aws:PrincipalArn":"` + ordersRole + `"}}}]`,
+	})
+	if got := byCondition.QueuePolicyProducers(ordersQueue); !reflect.DeepEqual(got, []string{ordersRole}) {
+		t.Fatalf("producers named by aws:PrincipalArn: %v", got)
 	}
 }
