@@ -414,6 +414,10 @@ func (s *scenarios) consoleMoves(t *testing.T) {
 		func(o *awsscheduler.Options) { o.BaseEndpoint = aws.String(s.box.Sched.URL) })
 	moved := s.box.SchedulerNow().Add(4 * time.Second).Truncate(time.Second).UTC()
 	for _, id := range []string{nid, cid} {
+		waitFor(t, 10*time.Second, "the schedule of "+id, func() (bool, string) {
+			_, ok := s.box.Sched.Schedule(group, id)
+			return ok, ""
+		})
 		var found bool
 		for _, sc := range s.box.Sched.Schedules(group) {
 			if !strings.Contains(sc.Target.Input, id) {
