@@ -3,7 +3,6 @@ package run
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -140,5 +139,3 @@ func record(q Queue, m types.Message) events.SQSMessage {
 		EventSource: "aws:sqs", EventSourceARN: q.ARN, AWSRegion: Region,
 	}
 }
-
-var errNoQueue = errors.New("not a queue of the template")

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -282,14 +281,5 @@ func (b *Box) Instances() map[string]int {
 		out[n] = len(f.all)
 		f.mu.Unlock()
 	}
-	return out
-}
-
-func sortedFunctions(m map[string]*Function) []*Function {
-	out := make([]*Function, 0, len(m))
-	for _, f := range m {
-		out = append(out, f)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }

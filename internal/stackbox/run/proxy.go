@@ -10,7 +10,6 @@ import (
 	"net/mail"
 	"net/url"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 
@@ -461,18 +460,21 @@ func (b *Box) sesRequests(r *http.Request, body []byte) ([]authz, error) {
 	return out, nil
 }
 
+var sigv4Region = regexp.MustCompile(`Credential=[^/]+/\d+/([^/]+)/`)
+
 // sesRegion is the region a SigV4 request was signed for.
 func sesRegion(r *http.Request) string {
-	m := regexp.MustCompile(`Credential=[^/]+/\d+/([^/]+)/`).FindStringSubmatch(r.Header.Get("Authorization"))
+	m := sigv4Region.FindStringSubmatch(r.Header.Get("Authorization"))
 	if m == nil {
 		return Region
 	}
 	return m[1]
 }
 
-// dynamoProxy forwards to DynamoDB Local, signing every caller as one account: DynamoDB Local
-// keeps one database per access key id and region unless started shared.
-func dynamoProxy(endpoint string) (http.Handler, error) {
+// reverseProxy forwards to a server on its own URL (DynamoDB Local, the scheduler fake) with
+// every caller's access key id replaced by one: DynamoDB Local keeps one database per access
+// key id and region unless started shared. The signature is not checked by either.
+func reverseProxy(endpoint string) (http.Handler, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return nil, err
@@ -566,19 +568,4 @@ func (w *bufferedWriter) WriteHeader(s int) {
 	if w.status == 0 {
 		w.status = s
 	}
-}
-
-// byCaller groups calls by caller and action, for reports.
-func byCaller(calls []Call) []string {
-	n := map[string]int{}
-	for _, c := range calls {
-		n[c.Caller+" "+c.Request.Action]++
-	}
-	keys := sortedKeys(n)
-	sort.Strings(keys)
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = fmt.Sprintf("%s ×%d", k, n[k])
-	}
-	return out
 }

@@ -38,7 +38,7 @@ func (b *Box) startServices() error {
 	}
 	b.Sched = schedulerfake.New(schedulerfake.Options{Groups: []string{group}})
 	b.States = newStates(b)
-	ddb, err := dynamoProxy(b.opts.DynamoDB)
+	ddb, err := reverseProxy(b.opts.DynamoDB)
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func (b *Box) startServices() error {
 
 // forward passes requests to a fake served on its own URL.
 func forward(base string) http.Handler {
-	h, _ := dynamoProxy(base)
+	h, _ := reverseProxy(base)
 	return h
 }
 
@@ -343,8 +343,8 @@ func (s *Secrets) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewDecoder(r.Body).Decode(&in)
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	name := in.SecretId
-	if strings.HasPrefix(name, "arn:") {
-		name = name[strings.Index(name, ":secret:")+8 : len(name)-7]
+	if _, rest, ok := strings.Cut(name, ":secret:"); ok && len(rest) > 7 {
+		name = rest[:len(rest)-7] // an ARN: the name without the random suffix
 	}
 	s.mu.Lock()
 	v, ok := s.values[name]
