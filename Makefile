@@ -26,6 +26,7 @@ test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS ada
 	$(GO) test -vet=off -count=1 -timeout 30m ./...
 	@echo "==> CDK assertion tests and cdk-nag (infra/, its own module)"
 	@$(MAKE) --no-print-directory test-infra
+	@$(MAKE) --no-print-directory e2e-aws
 
 # Fuzzing: every func FuzzXxx in the module's tests (their seed corpora run in `go test` too).
 FUZZTIME ?= 30s
@@ -104,7 +105,7 @@ CDK        := .tools/cdk/node_modules/.bin/cdk
 # Offline-safe: no version check, no telemetry, no Node end-of-life banner from jsii.
 CDK_ENV    := CDK_DISABLE_VERSION_CHECK=1 CDK_DISABLE_CLI_TELEMETRY=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 
-.PHONY: build-lambda synth deploy cdk-bootstrap test-infra
+.PHONY: build-lambda synth deploy cdk-bootstrap test-infra e2e-aws
 
 build-lambda: ## build every functions/<name> into bin/lambda/<name>/bootstrap (linux/arm64, for Lambda)
 	@set -e; for d in functions/*/; do \
@@ -130,3 +131,16 @@ $(CDK): .tools/cdk/package.json .tools/cdk/package-lock.json
 
 test-infra: ## CDK assertion tests and cdk-nag AwsSolutions checks for dev and prod (infra/)
 	cd infra && $(CDK_ENV) $(GO) test -mod=mod -count=1 -timeout 20m ./...
+
+e2e-aws: tools ## the synthesized dev template end to end on this machine: functions under aws-lambda-rie, fakes of SQS, Step Functions, Scheduler, every AWS call checked against the template's IAM
+	@set -e; dir=$$(mktemp -d); ep=$$(scripts/dynamodb-local.sh start); \
+	trap 'scripts/dynamodb-local.sh stop; rm -rf "$$dir"' EXIT; \
+	echo "==> building functions/* for this machine into $$dir/lambda"; \
+	CGO_ENABLED=0 $(GO) build -tags lambda.norpc -o $$dir/bin/ ./functions/...; \
+	for b in $$dir/bin/*; do n=$$(basename $$b); mkdir -p $$dir/lambda/$$n; mv $$b $$dir/lambda/$$n/bootstrap; done; \
+	echo "==> synthesizing herald-dev with those assets into $$dir/cdk.out"; \
+	(cd infra && $(CDK_ENV) CDK_OUTDIR=$$dir/cdk.out CDK_CONTEXT_JSON='{"env":"dev","lambdaAssets":"'"$$dir/lambda"'","nag":"false"}' $(GO) run -mod=mod .); \
+	echo "==> the stack in a box (DynamoDB Local at $$ep)"; \
+	HERALD_STACKBOX_TEMPLATE=$$dir/cdk.out/herald-dev.template.json HERALD_STACKBOX_BIN=$$dir/lambda \
+	HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) HERALD_ASL_VALIDATOR=$(ASL_VALIDATE) \
+	$(GO) test -count=1 -timeout 10m -run '^TestStackInABox$$' -v ./internal/stackbox/run/
