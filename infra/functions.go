@@ -78,7 +78,8 @@ var functionWiring = map[string]wiring{
 	},
 	// Validates, dedupes, stores, arms schedules for send_at, fans out to prepare.
 	"ingest": {
-		tables: map[string]access{"notifications": readWrite},
+		// users: a reserved campaign's fire sizes what is left of an uploaded list's audience.
+		tables: map[string]access{"notifications": readWrite, "users": read},
 		sends:  func(*herald) []string { return lanes(notify.StagePrepare) },
 		events: true, // large_send_started
 	},
@@ -99,7 +100,13 @@ var functionWiring = map[string]wiring{
 	// Turns SES bounces and complaints into suppressions and delivery outcomes.
 	"bounce": {tables: map[string]access{"suppressions": readWrite, "deliveries": readWrite, "notifications": readWrite}},
 	// The campaign state machine's steps (CheckWindow, FetchPage, SaveCursor).
-	"campaign": {tables: map[string]access{"notifications": readWrite, "users": read}, events: true},
+	// Its last step asks record-bulk to settle the campaign's notification once the audience is
+	// dispatched (Pipeline.EnqueueRecord; campaigns run on the bulk lane).
+	"campaign": {
+		tables: map[string]access{"notifications": readWrite, "users": read},
+		sends:  func(*herald) []string { return []string{notify.LaneQueue(notify.StageRecord, notify.LaneBulk)} },
+		events: true,
+	},
 	// Appends uploaded lists to the users table (and keeps its import markers there); reads S3
 	// objects under lists/ only (addAudience).
 	audienceFunction: {tables: map[string]access{"users": readWrite}},

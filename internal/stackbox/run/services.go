@@ -23,6 +23,7 @@ import (
 	"herald/internal/s3/s3fake"
 	"herald/internal/scheduler/schedulerfake"
 	"herald/internal/sqs/sqsfake"
+	"herald/internal/webpush"
 )
 
 // startServices starts the fakes, each behind its recording proxy, and sets the endpoints the
@@ -268,6 +269,16 @@ func (b *Box) writeConfig() error {
 		if t, ok := p["twilio"].(map[string]any); ok && str(t["account_sid"]) != "" {
 			t["base_url"] = sb
 		}
+		// A VAPID private key must be the other half of the public key in the file: a fresh
+		// pair, the public half written over the file's.
+		if w, ok := p["webpush"].(map[string]any); ok && str(w["vapid_private_key_secret"]) != "" {
+			pub, priv, err := webpush.GenerateKeys()
+			if err != nil {
+				return err
+			}
+			w["vapid_public_key"] = pub
+			b.Secrets.Put(str(w["vapid_private_key_secret"]), priv)
+		}
 	}
 	// Every secret the file names gets a value a function can use.
 	var secretNames func(v any, key string)
@@ -282,7 +293,7 @@ func (b *Box) writeConfig() error {
 				secretNames(w, key)
 			}
 		case string:
-			if strings.HasSuffix(key, "_secret") && c != "" {
+			if strings.HasSuffix(key, "_secret") && c != "" && b.Secrets.Value(c) == "" {
 				b.Secrets.Put(c, b.secretValue(key, c))
 			}
 		}
