@@ -24,7 +24,13 @@ func checkFire(f notify.FireMessage) error {
 // ignored; one armed for the stored send_at sends, even before or long after it (an operator
 // moved the schedule in the console), and the stored send_at follows. Only a notification still
 // SCHEDULED is sent, so a fire after a cancel, or a second fire, does nothing.
-func (p *Pipeline) fire(ctx context.Context, service string, f notify.FireMessage) error {
+//
+// A stale fire re-arms the schedule for the stored send_at (scheduler may be nil: nothing to
+// re-arm). Usually the PATCH that made it stale armed that already, and re-arming is the same
+// schedule again; but a PATCH that lands between ingest storing a reserved send and arming it
+// is overwritten by ingest's arm for the old time — whose fire is this one, and without the
+// re-arm the send would wait for `herald schedules rearm`.
+func (p *Pipeline) fire(ctx context.Context, service string, scheduler notify.Scheduler, f notify.FireMessage) error {
 	if err := checkFire(f); err != nil {
 		return err
 	}
@@ -43,8 +49,14 @@ func (p *Pipeline) fire(ctx context.Context, service string, f notify.FireMessag
 	case notify.StatusScheduled:
 		v := notify.JudgeFire(*f.At, n.SendAt, p.clock.Now())
 		if v.Stale {
-			// The notification was rescheduled, and the fire armed for its new time will come.
+			// The notification was rescheduled: the fire armed for its new time will come.
 			p.log.InfoContext(ctx, "stale fire ignored", "notification_id", id, "armed_for", *f.At, "send_at", n.SendAt)
+			if scheduler == nil || n.SendAt == nil {
+				return nil
+			}
+			if err := scheduler.Schedule(ctx, id, notify.IngestQueue(service), *n.SendAt); err != nil {
+				return fmt.Errorf("fire %s: re-arm for its send_at: %w", id, err)
+			}
 			return nil
 		}
 		if err := p.startScheduled(ctx, n, v.SendAt); notify.IsCode(err, notify.ECONFLICT) {

@@ -234,6 +234,29 @@ func TestSupersededFireIsStale(t *testing.T) {
 	}
 }
 
+// A PATCH that lands between ingest storing a reserved send and arming it is overwritten by
+// ingest's arm for the old time: the one schedule fires at the old time, stale. That fire re-arms
+// the schedule for the stored send_at, so the send still goes at its new time.
+func TestStaleFireRearmsForTheStoredSendAt(t *testing.T) {
+	t.Parallel()
+	h := newFireHarness(t)
+	old := h.clock.Now().Add(time.Hour)
+	id := h.reserve(t, "shop", "raced", old)
+	moved := old.Add(2 * time.Hour)
+	if err := h.st.RescheduleNotification(t.Context(), id, moved); err != nil {
+		t.Fatal(err)
+	}
+	h.armed[id] = old // ingest's arm, after the PATCH re-armed: the schedule holds the old time
+	h.clock.Add(time.Hour)
+	h.fire(t, "shop", id, old)
+	if got := h.armed[id]; !got.Equal(moved) {
+		t.Fatalf("after the stale fire the schedule is armed for %v, want the stored %v", got, moved)
+	}
+	if n := h.get(t, id); n.Status != notify.StatusScheduled {
+		t.Fatalf("the stale fire left it %s, want SCHEDULED", n.Status)
+	}
+}
+
 // A send_at with a fraction of a second is kept whole (rounded up), so the fire the scheduler
 // arms for it — whose at() has whole seconds — names it exactly, even when the schedule was moved
 // earlier; a notification stored with a fraction before times were kept whole matches too.

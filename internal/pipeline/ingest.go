@@ -31,7 +31,7 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 	if bytes.Contains(m.Body, []byte(`"fire"`)) {
 		var f notify.FireMessage
 		if err := json.Unmarshal(m.Body, &f); err == nil && f.Fire != "" {
-			return p.fire(ctx, service, f)
+			return p.fire(ctx, service, scheduler, f)
 		}
 	}
 	var req notify.SendRequest
