@@ -33,6 +33,9 @@
 //	                                        target_type, target_id, params (map, sanitized),
 //	                                        result, request_id; ttl = at + one year
 //	pk AUDIT#ID#<id>      sk A              the entry's id claim: entry (its key), the same ttl
+//	pk EXPORT#<id>        sk X              an export job: doc (notify.ExportJob as JSON, lease
+//	                                        and file included), version (each write conditions
+//	                                        on it), ttl = its retention's end + one day
 //
 // deliveries — pk id (S), TTL attribute ttl (30 days after creation). One item per delivery with
 // notification_id, nshard, sshard, user_id, channel, provider, app, address_masked, status,
