@@ -42,6 +42,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"webpush", "keys"}, []string{"-json", "providers.webpush"}},
 		{[]string{"bench"}, []string{"-recipients", "-per-notification", "-raw-batches", "-send-workers", "-cpuprofile", "bench campaign"}},
 		{[]string{"bench", "campaign"}, []string{"-devices", "-probe-rate", "-idle-probes", "-max-probes", "-timeout"}},
+		{[]string{"bench", "export"}, []string{"-rows"}},
 	} {
 		for _, h := range []string{"-h", "--help", "help"} {
 			args := append(append([]string(nil), c.args...), h)
