@@ -62,6 +62,9 @@ func (e *Env) withExports(o *api.Options) error {
 		return err
 	}
 	o.Exports, o.ExportLinks, o.ExportLinkTTL = e.Store, files, ttl
+	// The export queue exists with the bucket (infra/exports.go): its depth and dead letters
+	// show with the others'.
+	o.Queues = append(o.Queues, notify.QueueExport)
 	return nil
 }
 

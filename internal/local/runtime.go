@@ -212,7 +212,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	r.server = api.NewServer(api.New(api.Options{
 		Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
-		Admin: r.Queue, Queues: o.Config.QueueNames(), AdminServices: o.Config.AdminServices(),
+		Admin: r.Queue, Queues: append(o.Config.QueueNames(), notify.QueueExport), AdminServices: o.Config.AdminServices(),
 		Scheduler: r.Scheduler, Apps: o.Config.ProviderApps(), CursorKey: api.CursorKeyFrom(o.Config.Contacts.EncryptionKey),
 		Audit:          r.Store,
 		Exports:        r.Store,
