@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 	"herald/internal/campaign"
 	"herald/internal/notify"
 	"herald/internal/pipeline"
+	"herald/internal/s3/s3fake"
 )
 
 // binDir holds one binary per function: $HERALD_FUNCTIONS_BIN (`make test` builds them once,
@@ -280,6 +282,37 @@ func TestBinariesUnderEmulator(t *testing.T) {
 		if r, _ := invoke[events.SQSEventResponse](aud, w.Receive("audience", 1)); len(r.BatchItemFailures) != c.failed {
 			t.Fatalf("audience %s: failures %v, want %d\n%s", c.body, r.BatchItemFailures, c.failed, aud.logs)
 		}
+	}
+
+	// export: the job the fixture names — the order's deliveries — is built into the exports
+	// bucket (a multipart upload, completed whole) and DONE; the message of the wrong shape is
+	// reported failed.
+	s3 := s3fake.New()
+	s3srv := httptest.NewServer(s3)
+	t.Cleanup(s3srv.Close)
+	t.Setenv("HERALD_EXPORTS_BUCKET", "herald-test-exports")
+	t.Setenv("AWS_ENDPOINT_URL_S3", s3srv.URL)
+	for _, q := range []string{"export-dlq", "export"} {
+		if _, err := w.SQS.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("herald-test-" + q)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const exportID = "x_0000000000000000000000rie1"
+	if _, _, err := w.Env.Store.CreateExport(ctx, notify.ExportJob{ID: exportID, Service: "demo", Kind: notify.ExportDeliveries,
+		Format: notify.ExportCSV, Filter: notify.ExportFilter{NotificationID: orderID}}); err != nil {
+		t.Fatal(err)
+	}
+	exp := start(t, w, "export")
+	ev = w.EnqueueFixture("export/sqs-export-with-poison.json")
+	resp, _ = invoke[events.SQSEventResponse](exp, ev)
+	wantFailed(t, "export", resp, ev, `{"export": 1}`, exp)
+	job, err := w.Env.Store.GetExport(ctx, exportID)
+	if err != nil || job.Status != notify.ExportDone || job.Rows == 0 {
+		t.Fatalf("export job %+v %v, want DONE with rows\n%s", job, err, exp.logs)
+	}
+	file, ok := s3.Object("herald-test-exports", "exports/"+exportID+".csv")
+	if !ok || strings.Count(file, "\n") != int(job.Rows)+1 || !strings.Contains(file, orderID) || s3.Uploads() != 0 {
+		t.Fatalf("export file %q (%v), %d open uploads, want a header and %d rows", file, ok, s3.Uploads(), job.Rows)
 	}
 
 	// bounce: a permanent bounce suppresses, and a later email to that address is SKIPPED

@@ -13,7 +13,12 @@ func TestAudienceListsBucket(t *testing.T) {
 	for _, env := range []string{"dev", "prod"} {
 		t.Run(env, func(t *testing.T) {
 			s := synth(t, env)
-			buckets := s.ofType("AWS::S3::Bucket")
+			var buckets []string
+			for _, b := range s.ofType("AWS::S3::Bucket") {
+				if strings.Contains(mustJSON(s.props(b)["BucketName"]), "-lists-") {
+					buckets = append(buckets, b)
+				}
+			}
 			if len(buckets) != 1 {
 				t.Fatalf("%d buckets, want the lists bucket", len(buckets))
 			}

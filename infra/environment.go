@@ -41,6 +41,22 @@ type Settings struct {
 	API              APISettings                 `yaml:"api"`
 	Alarms           AlarmSettings               `yaml:"alarms"`
 	Functions        map[string]FunctionSettings `yaml:"functions"`
+	Exports          ExportSettings              `yaml:"exports"`
+}
+
+// ExportSettings configures export files (functions/export).
+type ExportSettings struct {
+	// LinkTTL is how long a presigned download link is valid: default 15m, at most 168h (what
+	// SigV4 presigning allows).
+	LinkTTL config.Duration `yaml:"link_ttl"`
+}
+
+// ExportLinkTTL is exports.link_ttl with its default.
+func (s Settings) ExportLinkTTL() time.Duration {
+	if s.Exports.LinkTTL == 0 {
+		return exportLinkTTLDefault
+	}
+	return s.Exports.LinkTTL.D()
 }
 
 // APISettings configures the HTTP API.
@@ -97,6 +113,8 @@ var defaultFunctionSettings = map[string]FunctionSettings{
 	// One object per invocation: a million-line list takes minutes of batch writes. The import
 	// checkpoints and asks to be retried before the timeout, so a longer list continues.
 	"audience": {Timeout: config.Duration(15 * time.Minute), MemoryMB: 512},
+	// One export per invocation, streamed page by page: memory stays flat whatever its size.
+	"export": {Timeout: config.Duration(15 * time.Minute), MemoryMB: 512},
 }
 
 // Function returns the settings of function name with defaults applied.
@@ -155,6 +173,9 @@ func (s *Settings) applyDefaults() {
 func (s Settings) validate(bad func(key, format string, args ...any)) {
 	if _, ok := retentionDays[s.LogRetentionDays]; !ok {
 		bad("stack.log_retention_days", "%d is not a CloudWatch Logs retention (1, 3, 5, 7, 14, 30, 60, 90, 180, 365, 731, 1827, 3653)", s.LogRetentionDays)
+	}
+	if d := s.Exports.LinkTTL.D(); d != 0 && (d < time.Minute || d > 7*24*time.Hour) {
+		bad("stack.exports.link_ttl", "%s must be between 1m and 168h", d)
 	}
 	if s.API.RateLimit < 1 || s.API.BurstLimit < 1 {
 		bad("stack.api", "rate_limit and burst_limit must be positive")

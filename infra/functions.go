@@ -114,7 +114,18 @@ var functionWiring = map[string]wiring{
 	// reserved sends from the notifications table (which lists SCHEDULED notifications and
 	// campaigns). Its queue and scheduler rights, and its appends to the audit log, are granted
 	// in addFunction.
-	adminFunction: {tables: map[string]access{"notifications": read}},
+	adminFunction: {tables: map[string]access{"notifications": read},
+		// POST /v1/admin/exports queues the job for the export function.
+		sends: func(h *herald) []string {
+			if _, ok := h.queueByName[notify.QueueExport]; ok {
+				return []string{notify.QueueExport}
+			}
+			return nil
+		}},
+	// Streams a notification's deliveries or the audit log (in the notifications table) into
+	// the exports bucket; its job writes, and its S3 rights under exports/ only, are granted in
+	// addExports.
+	exportFunction: {tables: map[string]access{"notifications": read, "deliveries": read}},
 }
 
 // adminFunction serves /v1/admin/… (internal/awsenv.StartAdmin); the api function refuses those

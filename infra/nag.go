@@ -26,6 +26,11 @@ const (
 		"at run time (lists/<service>/<list id>); the grant is s3:GetObject(Version) under lists/ of this environment's bucket only."
 	reasonListsAccessLogs = "The lists bucket holds transient uploads that expire after 7 days; every import is logged " +
 		"by the audience function (key, service, counts), and uploads are made by the services' own IAM roles (CloudTrail)."
+	reasonExportObjects = "Export files are named by their job at run time (exports/<job id>.<format>); the export " +
+		"function may only write (PutObject, multipart abort) and the admin function only read (GetObject, for the " +
+		"presigned download links) objects under exports/ of this environment's bucket."
+	reasonExportsAccessLogs = "The exports bucket holds report files that expire after 7 days; asking for one and every " +
+		"download link handed out are in Herald's audit log (export.create, export.download)."
 	reasonSchedulerDLQ = "This queue is itself a dead-letter queue: EventBridge Scheduler's DeadLetterConfig for " +
 		"reserved sends (set per schedule at run time, so no RedrivePolicy in the template references it)."
 )
@@ -80,6 +85,19 @@ func (h *herald) addNagSuppressions() {
 		}}, jsii.Bool(true))
 		cdknag.NagSuppressions_AddResourceSuppressions(h.listsBucket, &[]*cdknag.NagPackSuppression{{
 			Id: jsii.String("AwsSolutions-S1"), Reason: jsii.String(reasonListsAccessLogs),
+		}}, jsii.Bool(true))
+	}
+	if h.exportsBucket != nil {
+		exportObjects := regex(`/^Resource::arn:<AWS::Partition>:s3:::herald-[a-z0-9-]+-exports-<AWS::AccountId>-<AWS::Region>\/exports\/\*$/`)
+		for _, fn := range []string{exportFunction, adminFunction} {
+			if role, ok := h.roles[fn]; ok {
+				cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+					Id: jsii.String("AwsSolutions-IAM5"), Reason: jsii.String(reasonExportObjects), AppliesTo: &[]interface{}{exportObjects},
+				}}, jsii.Bool(true))
+			}
+		}
+		cdknag.NagSuppressions_AddResourceSuppressions(h.exportsBucket, &[]*cdknag.NagPackSuppression{{
+			Id: jsii.String("AwsSolutions-S1"), Reason: jsii.String(reasonExportsAccessLogs),
 		}}, jsii.Bool(true))
 	}
 	cdknag.NagSuppressions_AddResourceSuppressions(h.schedulerDLQ, &[]*cdknag.NagPackSuppression{{

@@ -72,6 +72,7 @@ type herald struct {
 	eventBus      awsevents.EventBus
 	campaign      awsstepfunctions.StateMachine
 	listsBucket   awss3.Bucket // audience list uploads (audience.go), when functions/audience exists
+	exportsBucket awss3.Bucket // export files (exports.go), when functions/export exists
 	apiURL        *string
 	api           awsapigatewayv2.HttpApi
 }
@@ -117,6 +118,7 @@ func NewHeraldStack(scope constructs.Construct, id string, p *HeraldProps) (awsc
 	h.addTables()
 	h.addQueues()
 	h.addAudienceQueue()
+	h.addExportQueue()
 	h.addScheduler()
 	h.addSES()
 	h.addEventBus()
@@ -127,6 +129,7 @@ func NewHeraldStack(scope constructs.Construct, id string, p *HeraldProps) (awsc
 	h.addAPI()
 	h.addCampaign()
 	h.addAudience()
+	h.addExports()
 	h.addMonitoring()
 	h.addEventAlerts()
 	h.addOutputs()

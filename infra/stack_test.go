@@ -218,9 +218,13 @@ func TestEnvironmentMatchesAWSEnv(t *testing.T) {
 func TestEventSourceMappingsReportItemFailures(t *testing.T) {
 	environments(t, func(t *testing.T, s *synthesis) {
 		ids := s.ofType("AWS::Lambda::EventSourceMapping")
-		// Ingest queues, 3 stages × 2 lanes, cleanup and bounce, and audience lists' queue.
+		// Ingest queues, 3 stages × 2 lanes, cleanup and bounce, audience lists' queue and the
+		// export queue.
 		want := len(s.env.Config.Services) + 6 + 2
 		if slices.Contains(s.functions, audienceFunction) {
+			want++
+		}
+		if slices.Contains(s.functions, exportFunction) {
 			want++
 		}
 		if len(ids) != want {

@@ -38,10 +38,15 @@ func TestHelp(t *testing.T) {
 		{[]string{"schedules"}, []string{"schedules rearm"}},
 		{[]string{"schedules", "rearm"}, []string{"-api", "-key", "-sigv4", "-limit"}},
 		{[]string{"audit"}, []string{"-api", "-key", "-sigv4", "-actor", "-action", "-target", "-since", "-limit", "-json"}},
+		{[]string{"export"}, []string{"export create", "export show", "export download"}},
+		{[]string{"export", "create"}, []string{"-api", "-key", "-kind", "-format", "-notification", "-status", "-channel", "-reason", "-action", "-since", "-json"}},
+		{[]string{"export", "show"}, []string{"-api", "-key", "-json"}},
+		{[]string{"export", "download"}, []string{"-api", "-key", "-out", "-timeout"}},
 		{[]string{"webpush"}, []string{"webpush keys"}},
 		{[]string{"webpush", "keys"}, []string{"-json", "providers.webpush"}},
 		{[]string{"bench"}, []string{"-recipients", "-per-notification", "-raw-batches", "-send-workers", "-cpuprofile", "bench campaign"}},
 		{[]string{"bench", "campaign"}, []string{"-devices", "-probe-rate", "-idle-probes", "-max-probes", "-timeout"}},
+		{[]string{"bench", "export"}, []string{"-rows"}},
 	} {
 		for _, h := range []string{"-h", "--help", "help"} {
 			args := append(append([]string(nil), c.args...), h)

@@ -83,6 +83,14 @@ type Options struct {
 	// audit entries carry and derive their id from, so a request served twice is recorded once.
 	// Nil or "": entries get a random id.
 	RequestID func(r *http.Request) string
+	// Exports keeps export jobs (/v1/admin/exports; see exports.go); nil: those routes answer
+	// 501. ExportLinks mints download links (presigned in AWS); without it the API signs its own
+	// links to GET /exports/{id}, served from ExportFiles. ExportLinkTTL is how long a link is
+	// valid (default notify.ExportLinkTTL).
+	Exports       notify.ExportStore
+	ExportLinks   ExportLinks
+	ExportFiles   ExportFiles
+	ExportLinkTTL time.Duration
 }
 
 // Principal is who a request acts as: a calling service, or an end user, who may only use
@@ -150,6 +158,10 @@ var routes = []route{
 	{Method: "POST", Path: "/v1/admin/queues/{queue}/redrive", handle: (*server).redrive},
 	{Method: "POST", Path: "/v1/admin/schedules/rearm", handle: (*server).rearmSchedules},
 	{Method: "GET", Path: "/v1/admin/audit", handle: (*server).listAudit},
+	{Method: "POST", Path: "/v1/admin/exports", handle: (*server).createExport},
+	{Method: "GET", Path: "/v1/admin/exports/{id}", handle: (*server).getExport},
+	{Method: "DELETE", Path: "/v1/admin/exports/{id}", handle: (*server).cancelExport},
+	{Method: "GET", Path: "/exports/{id}", Public: true, handle: (*server).downloadExport},
 }
 
 // probeMethods are tried to tell a wrong method (405) from an unknown path (404).
@@ -178,6 +190,10 @@ type server struct {
 	requestID        func(r *http.Request) string
 	vapidPublicKey   string
 	localPush        bool
+	exports          notify.ExportStore
+	exportLinks      ExportLinks
+	exportFiles      ExportFiles
+	exportLinkTTL    time.Duration
 }
 
 type apiKey struct {
@@ -213,6 +229,13 @@ func New(o Options) http.Handler {
 		requestID:        o.RequestID,
 		vapidPublicKey:   o.VAPIDPublicKey,
 		localPush:        o.LocalPushEndpoints,
+		exports:          o.Exports,
+		exportLinks:      o.ExportLinks,
+		exportFiles:      o.ExportFiles,
+		exportLinkTTL:    o.ExportLinkTTL,
+	}
+	if s.exportLinkTTL <= 0 {
+		s.exportLinkTTL = notify.ExportLinkTTL
 	}
 	if l, ok := o.Store.(AudienceLists); ok && s.lists == nil {
 		s.lists = l

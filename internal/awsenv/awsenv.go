@@ -195,6 +195,9 @@ func queueURLs(cfg *config.Config, prefix string) map[string]string {
 		out[n] = prefix + n
 		out[notify.DLQName(n)] = prefix + notify.DLQName(n)
 	}
+	// The export queue is fed by the admin function and drained by the export function.
+	out[notify.QueueExport] = prefix + notify.QueueExport
+	out[notify.DLQName(notify.QueueExport)] = prefix + notify.DLQName(notify.QueueExport)
 	return out
 }
 

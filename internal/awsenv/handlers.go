@@ -90,10 +90,16 @@ func (e *Env) APIHandler(campaigns api.Campaigns) func(context.Context, events.A
 // answers 404. Its function's role alone may read and move dead letters. campaigns re-arms
 // reserved campaigns (nil: only notifications are re-armed).
 func (e *Env) AdminHandler(campaigns api.Campaigns) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	h := api.New(api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, Authenticate: gatewayAuth(e.Config),
+	o := api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, Authenticate: gatewayAuth(e.Config),
 		Admin: e.Queue, Queues: e.Config.QueueNames(), AdminServices: e.Config.AdminServices(), Campaigns: campaigns,
 		Scheduler: e.Scheduler, Apps: e.Config.ProviderApps(), CursorKey: e.CursorKey, Routes: api.AdminRoutes,
-		Audit: e.Store, RequestID: gatewayRequestID})
+		Audit: e.Store, RequestID: gatewayRequestID}
+	if err := e.withExports(&o); err != nil {
+		// A wrong link TTL or bucket is a deployment mistake: say so on every export call
+		// rather than take the other operator routes down with it.
+		e.Log.Error("exports are not available", "error", err.Error())
+	}
+	h := api.New(o)
 	return httpadapter.NewV2(http.Handler(h)).ProxyWithContext
 }
 

@@ -20,6 +20,7 @@ import (
 	"herald/internal/api"
 	"herald/internal/campaign"
 	"herald/internal/config"
+	"herald/internal/export"
 	"herald/internal/notify"
 	"herald/internal/pipeline"
 	"herald/internal/ratelimit"
@@ -46,6 +47,8 @@ type Options struct {
 	// Events receive the operator events (large_send_started, campaign_finished,
 	// campaign_failed); nil: one log line each on Logger (notify.LogEvents).
 	Events notify.Events
+	// ExportLinkTTL is how long an export's download link is valid; default notify.ExportLinkTTL.
+	ExportLinkTTL time.Duration
 }
 
 // Runtime is a running local Herald.
@@ -56,6 +59,7 @@ type Runtime struct {
 	Sandbox   *sandbox.Server // nil unless Config.Sandbox
 	Pipeline  *pipeline.Pipeline
 	Campaigns *campaign.Steps // pause, resume, cancel; the runner loop drives the rest
+	Exports   *export.Builder // builds export files under DataDir/exports
 	URL       string          // API base URL
 
 	cfg     *config.Config
@@ -185,6 +189,13 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		Broadcasts: r.Store, Clock: o.Clock, Logger: o.Logger, Events: o.Events,
 	}, campaign.Config{InboxTTL: o.Config.Inbox.TTL.D()})
 
+	exportDir := export.Dir{Root: o.DataDir}
+	if err := exportDir.Sweep(o.Clock.Now()); err != nil {
+		o.Logger.Warn("exports: sweep", "error", err)
+	}
+	r.Exports = export.New(export.Deps{Jobs: r.Store, Deliveries: r.Store, Audit: r.Store, Files: exportDir,
+		Clock: o.Clock, Logger: o.Logger})
+
 	// API first, so a port conflict fails before any work starts.
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
@@ -201,9 +212,12 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	r.server = api.NewServer(api.New(api.Options{
 		Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
-		Admin: r.Queue, Queues: o.Config.QueueNames(), AdminServices: o.Config.AdminServices(),
+		Admin: r.Queue, Queues: append(o.Config.QueueNames(), notify.QueueExport), AdminServices: o.Config.AdminServices(),
 		Scheduler: r.Scheduler, Apps: o.Config.ProviderApps(), CursorKey: api.CursorKeyFrom(o.Config.Contacts.EncryptionKey),
 		Audit:          r.Store,
+		Exports:        r.Store,
+		ExportFiles:    exportDir,
+		ExportLinkTTL:  o.ExportLinkTTL,
 		VAPIDPublicKey: o.Config.Providers.WebPush.VAPIDPublicKey, LocalPushEndpoints: o.Config.Sandbox,
 		// The store creates and reads campaigns; the steps pause, resume and cancel them.
 		Campaigns: struct {
@@ -270,7 +284,11 @@ func (r *Runtime) consumers() []consumer {
 	}
 	out = append(out,
 		mk(notify.StageCleanup, notify.StageCleanup, "", cfg.Stages["cleanup"]),
-		mk(notify.StageBounce, notify.StageBounce, "", cfg.Stages["bounce"]))
+		mk(notify.StageBounce, notify.StageBounce, "", cfg.Stages["bounce"]),
+		// One export at a time: a file is built in one pass, and the lease (2 min, extended every
+		// page) is shorter than the visibility timeout.
+		mk(notify.QueueExport, notify.QueueExport, "", config.Consumer{BatchSize: 1, MaxConcurrency: 1,
+			VisibilityTimeout: config.Duration(5 * time.Minute), MaxReceiveCount: 5}))
 	return out
 }
 
@@ -286,6 +304,8 @@ func (r *Runtime) handlerFor(c consumer) pipeline.Handler {
 		return r.Pipeline.Record()
 	case notify.StageCleanup:
 		return r.Pipeline.Cleanup()
+	case notify.QueueExport:
+		return r.Exports.Handler()
 	default:
 		return r.Pipeline.Bounce()
 	}

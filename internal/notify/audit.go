@@ -35,6 +35,9 @@ const (
 	AuditCampaignReschedule     AuditAction = "campaign.reschedule"
 	AuditAudienceListUpload     AuditAction = "audience_list.upload"
 	AuditSchedulesRearm         AuditAction = "schedules.rearm"
+	AuditExportCreate           AuditAction = "export.create"   // params: kind, format, filter fields, unmasked
+	AuditExportDownload         AuditAction = "export.download" // a signed link was used
+	AuditExportCancel           AuditAction = "export.cancel"
 )
 
 // Bounds of an entry's fields.
@@ -50,7 +53,7 @@ const (
 var AuditActions = []AuditAction{
 	AuditQueueRedrive, AuditDeadLetterDelete, AuditNotificationCancel, AuditNotificationReschedule,
 	AuditCampaignCancel, AuditCampaignPause, AuditCampaignResume, AuditCampaignReschedule,
-	AuditAudienceListUpload, AuditSchedulesRearm,
+	AuditAudienceListUpload, AuditSchedulesRearm, AuditExportCreate, AuditExportDownload, AuditExportCancel,
 }
 
 // Known reports whether a is one of AuditActions.
@@ -63,6 +66,7 @@ const (
 	AuditTargetCampaign     = "campaign"
 	AuditTargetAudienceList = "audience_list"
 	AuditTargetSchedules    = "schedules"
+	AuditTargetExport       = "export"
 )
 
 // ActorKind says who an audit entry's Actor is.

@@ -24,7 +24,7 @@ var _ notify.Store = (*Store)(nil)
 
 // storeSchemaVersion is the schema this code reads and writes. It lives in store_meta rather
 // than PRAGMA user_version because the Queue shares the database file and has its own schema.
-const storeSchemaVersion = 8
+const storeSchemaVersion = 9
 
 // storeMigrations[i] takes the schema from version i to i+1.
 var storeMigrations = []string{
@@ -167,6 +167,8 @@ CREATE TABLE IF NOT EXISTS send_batches (
 	auditSchema,
 	// 8: stored templates, every version (see store_template.go).
 	templateSchema,
+	// 9: export jobs (see export.go).
+	exportSchema,
 }
 
 // NewStore returns a Store on db, creating or upgrading its schema. cipher seals contacts at rest

@@ -1,0 +1,124 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"herald/internal/notify"
+)
+
+// exportQueue records what is sent to the export queue, and fails when told to.
+type exportQueue struct {
+	notify.Producer
+	mu   sync.Mutex
+	ids  []string
+	fail bool
+}
+
+func (q *exportQueue) Send(ctx context.Context, queue string, msgs ...notify.OutMessage) error {
+	if queue != notify.QueueExport {
+		return q.Producer.Send(ctx, queue, msgs...)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.fail {
+		return notify.Errorf(notify.EUNAVAILABLE, "queue down")
+	}
+	for _, m := range msgs {
+		var em notify.ExportMessage
+		_ = json.Unmarshal(m.Body, &em)
+		q.ids = append(q.ids, em.Export)
+	}
+	return nil
+}
+
+func withExports(q *exportQueue) func(o *Options) {
+	return func(o *Options) {
+		withAudit(o)
+		q.Producer = o.Queue
+		o.Queue = q
+		o.Exports = o.Store.(notify.ExportStore)
+	}
+}
+
+// TestExportRoutes: an admin's export is created PENDING and queued once; a service not listed
+// as admin is 403; a job is cancelled (twice the same 200); a queue failure leaves no job that
+// looks queued.
+func TestExportRoutes(t *testing.T) {
+	t.Parallel()
+	q := &exportQueue{}
+	e := setup(t, withExports(q))
+	rec := e.do(t, "POST", "/v1/admin/exports", ordersKey, map[string]any{"kind": "audit", "format": "jsonl", "action": "export.create"})
+	wantStatus(t, rec, http.StatusAccepted)
+	wantDocumented(t, "POST", "/v1/admin/exports", rec)
+	job := decodeBody[notify.ExportJob](t, rec)
+	if job.Status != notify.ExportPending || job.Service != "orders" || job.Format != notify.ExportJSONL || len(q.ids) != 1 || q.ids[0] != job.ID {
+		t.Fatalf("job %+v, queued %v", job, q.ids)
+	}
+	wantError(t, e.do(t, "POST", "/v1/admin/exports", billingKey, map[string]any{"kind": "audit"}), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantError(t, e.do(t, "GET", "/v1/admin/exports/"+job.ID, billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantError(t, e.do(t, "POST", "/v1/admin/exports", ordersKey, map[string]any{"kind": "audit", "channel": "email"}), http.StatusBadRequest, notify.EINVALID, "channel")
+	wantError(t, e.do(t, "POST", "/v1/admin/exports", ordersKey, map[string]any{"kind": "deliveries", "campaign_id": "c_1"}), http.StatusBadRequest, notify.EINVALID, "campaign_id")
+	wantError(t, e.do(t, "POST", "/v1/admin/exports", ordersKey, map[string]any{"kind": "audit", "bogus": 1}), http.StatusBadRequest, notify.EINVALID, "bogus")
+
+	rec = e.do(t, "GET", "/v1/admin/exports/"+job.ID, ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "GET", "/v1/admin/exports/{id}", rec)
+	if got := decodeBody[exportView](t, rec); got.Status != notify.ExportPending || got.DownloadURL != "" {
+		t.Fatalf("pending job shows %+v", got)
+	}
+	for range 2 {
+		rec = e.do(t, "DELETE", "/v1/admin/exports/"+job.ID, ordersKey, nil)
+		wantStatus(t, rec, http.StatusOK)
+		wantDocumented(t, "DELETE", "/v1/admin/exports/{id}", rec)
+		if got := decodeBody[notify.ExportJob](t, rec); got.Status != notify.ExportCanceled {
+			t.Fatalf("cancel: %+v", got)
+		}
+	}
+	wantError(t, e.do(t, "GET", "/v1/admin/exports/x_unknown", ordersKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+
+	e.clock.Advance(time.Second)
+	q.mu.Lock()
+	q.fail = true
+	q.mu.Unlock()
+	rec = e.do(t, "POST", "/v1/admin/exports", ordersKey, map[string]any{"kind": "audit"})
+	if rec.Code < 500 {
+		t.Fatalf("POST with the queue down = %d, want 5xx", rec.Code)
+	}
+	got := auditEntries(t, e, "?action=export.create")
+	if len(got.Entries) < 2 {
+		t.Fatalf("audit %+v", got)
+	}
+	failed := got.Entries[0]
+	if failed.Result == notify.AuditResultOK {
+		t.Fatalf("the failed create is audited as ok: %+v", failed)
+	}
+	if j, err := e.store.GetExport(t.Context(), failed.TargetID); err != nil || j.Status != notify.ExportCanceled {
+		t.Fatalf("the unqueued job: %+v %v, want CANCELED", j, err)
+	}
+}
+
+// TestExportDownloadRefusesForgedLinks: without a valid signature, the file route is 403 for any
+// export, known or not, and says nothing of which exist.
+func TestExportDownloadRefusesForgedLinks(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withExports(&exportQueue{}), func(o *Options) { o.ExportFiles = noFiles{} })
+	for _, path := range []string{"/exports/x_unknown?expires=9999999999&sig=abc", "/exports/x_unknown", "/exports/x_unknown?expires=soon&sig=abc"} {
+		rec := httptest.NewRecorder()
+		e.h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), notify.EFORBIDDEN) {
+			t.Errorf("GET %s = %d %s, want 403", path, rec.Code, rec.Body)
+		}
+	}
+}
+
+type noFiles struct{}
+
+func (noFiles) Open(string) (*os.File, error) { return nil, notify.Errorf(notify.ENOTFOUND, "none") }

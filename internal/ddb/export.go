@@ -1,0 +1,189 @@
+package ddb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/guregu/dynamo/v2"
+
+	"herald/internal/notify"
+)
+
+var _ notify.ExportStore = (*Store)(nil)
+
+// ExportKeyPrefix starts the partition key of every export job item in the notifications table,
+// so the export worker's role can be granted writes on keys with this prefix alone
+// (dynamodb:LeadingKeys).
+const ExportKeyPrefix = "EXPORT#"
+
+const exportSK = "X"
+
+// exportItem is one job: the job as a JSON document (notify.ExportJob with its lease and file),
+// a version every write conditions on, and a TTL a day past the job's retention (GetExport
+// reports EXPIRED from ExpiresAt itself; DynamoDB's TTL only removes it later).
+type exportItem struct {
+	PK      string `dynamo:"pk"`
+	SK      string `dynamo:"sk"`
+	Doc     string `dynamo:"doc"`
+	Version int64  `dynamo:"version"`
+	TTL     int64  `dynamo:"ttl"`
+}
+
+type exportDoc struct {
+	notify.ExportJob
+	Object     string    `json:"object"`
+	LeaseUntil time.Time `json:"lease_until"`
+}
+
+func exportPK(id string) string { return ExportKeyPrefix + id }
+
+// readExport reads job id (consistently) with its version.
+func (s *Store) readExport(ctx context.Context, id string) (*notify.ExportJob, int64, error) {
+	var it exportItem
+	err := s.db.Table(s.tables.Notifications).Get(attrPK, exportPK(id)).Range(attrSK, dynamo.Equal, exportSK).
+		Consistent(true).One(ctx, &it)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return nil, 0, notify.Errorf(notify.ENOTFOUND, "export not found")
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var d exportDoc
+	if err := json.Unmarshal([]byte(it.Doc), &d); err != nil {
+		return nil, 0, err
+	}
+	j := d.ExportJob
+	j.Object, j.LeaseUntil = d.Object, d.LeaseUntil
+	if !j.ExpiresAt.After(s.now()) {
+		j.Status = notify.ExportExpired
+	}
+	return &j, it.Version, nil
+}
+
+// putExport writes j as version+1, on condition the stored version is still version (0: absent).
+func (s *Store) putExport(ctx context.Context, j *notify.ExportJob, version int64) error {
+	doc, err := json.Marshal(exportDoc{ExportJob: *j, Object: j.Object, LeaseUntil: j.LeaseUntil})
+	if err != nil {
+		return err
+	}
+	put := s.db.Table(s.tables.Notifications).Put(exportItem{PK: exportPK(j.ID), SK: exportSK, Doc: string(doc),
+		Version: version + 1, TTL: j.ExpiresAt.Add(24 * time.Hour).Unix()})
+	if version == 0 {
+		put = put.If("attribute_not_exists($)", attrPK)
+	} else {
+		put = put.If("$ = ?", "version", version)
+	}
+	return put.Run(ctx)
+}
+
+// CreateExport implements notify.ExportStore.
+func (s *Store) CreateExport(ctx context.Context, j notify.ExportJob) (*notify.ExportJob, bool, error) {
+	if j.ID == "" {
+		return nil, false, wrapErr("create export", notify.FieldError("id", "is required"))
+	}
+	j.CreatedAt = s.nowOr(j.CreatedAt)
+	j.UpdatedAt, j.ExpiresAt = j.CreatedAt, j.CreatedAt.Add(notify.ExportRetention)
+	j.Status, j.Attempts, j.Rows, j.Bytes = notify.ExportPending, 0, 0, 0
+	err := s.putExport(ctx, &j, 0)
+	if dynamo.IsCondCheckFailed(err) {
+		got, _, err := s.readExport(ctx, j.ID)
+		if err != nil {
+			return nil, false, wrapErr("create export "+j.ID, err)
+		}
+		return got, false, nil
+	}
+	if err != nil {
+		return nil, false, wrapErr("create export "+j.ID, err)
+	}
+	return &j, true, nil
+}
+
+// GetExport implements notify.ExportStore.
+func (s *Store) GetExport(ctx context.Context, id string) (*notify.ExportJob, error) {
+	j, _, err := s.readExport(ctx, id)
+	if err != nil {
+		return nil, wrapErr("get export "+id, err)
+	}
+	return j, nil
+}
+
+// updateExport applies fn to the stored job and writes it back on condition of its version,
+// reading again when another writer got there first.
+func (s *Store) updateExport(ctx context.Context, op, id string, fn func(j *notify.ExportJob) (bool, error)) (*notify.ExportJob, error) {
+	for attempt := 0; ; attempt++ {
+		j, v, err := s.readExport(ctx, id)
+		if err != nil {
+			return nil, wrapErr(op+" export "+id, err)
+		}
+		write, err := fn(j)
+		if err != nil || !write {
+			return j, wrapErr(op+" export "+id, err)
+		}
+		err = s.putExport(ctx, j, v)
+		if dynamo.IsCondCheckFailed(err) && attempt+1 < txAttempts {
+			if err := pause(ctx, attempt); err != nil {
+				return nil, wrapErr(op+" export "+id, err)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, wrapErr(op+" export "+id, err)
+		}
+		return j, nil
+	}
+}
+
+// ClaimExport implements notify.ExportStore.
+func (s *Store) ClaimExport(ctx context.Context, id string, now, leaseUntil time.Time) (*notify.ExportJob, bool, error) {
+	claimed := false
+	j, err := s.updateExport(ctx, "claim", id, func(j *notify.ExportJob) (bool, error) {
+		claimed = false
+		if !notify.ExportClaimable(j, now) {
+			return false, nil
+		}
+		j.Status, j.Attempts, j.LeaseUntil, j.UpdatedAt = notify.ExportProcessing, j.Attempts+1, leaseUntil.UTC(), now.UTC()
+		claimed = true
+		return true, nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return j, claimed, nil
+}
+
+// CheckpointExport implements notify.ExportStore.
+func (s *Store) CheckpointExport(ctx context.Context, id string, attempt int, rows int64, leaseUntil time.Time) error {
+	_, err := s.updateExport(ctx, "checkpoint", id, func(j *notify.ExportJob) (bool, error) {
+		if err := notify.ExportHeld(j, attempt); err != nil {
+			return false, err
+		}
+		j.Rows, j.LeaseUntil, j.UpdatedAt = rows, leaseUntil.UTC(), s.now()
+		return true, nil
+	})
+	return err
+}
+
+// FinishExport implements notify.ExportStore.
+func (s *Store) FinishExport(ctx context.Context, id string, attempt int, r notify.ExportResult, at time.Time) error {
+	_, err := s.updateExport(ctx, "finish", id, func(j *notify.ExportJob) (bool, error) {
+		if err := notify.ExportHeld(j, attempt); err != nil {
+			return false, err
+		}
+		notify.ApplyExportResult(j, r, at)
+		return true, nil
+	})
+	return err
+}
+
+// CancelExport implements notify.ExportStore.
+func (s *Store) CancelExport(ctx context.Context, id string, at time.Time) (*notify.ExportJob, error) {
+	j, err := s.updateExport(ctx, "cancel", id, func(j *notify.ExportJob) (bool, error) {
+		return notify.CancelExportJob(j, at)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}

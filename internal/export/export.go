@@ -1,0 +1,357 @@
+// Package export builds export files: a worker fed by the export queue claims a job, streams its
+// rows page by page into a new object and completes the object and the job only once every row
+// is written, so a crash never leaves a DONE job with half a file. It is written against the
+// ports in internal/notify and a Files sink (a directory locally, the exports bucket in AWS).
+package export
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"herald/internal/notify"
+	"herald/internal/pipeline"
+)
+
+// Prefix starts every export object's key: the AWS role of the worker may write only under it.
+const Prefix = "exports/"
+
+// Key is the object key of job id's file in format f.
+func Key(id string, f notify.ExportFormat) string { return Prefix + id + "." + string(f) }
+
+// Files holds export objects.
+type Files interface {
+	// Create starts a new object for key. Nothing is visible under key until Commit; Abort (or
+	// a crash) leaves nothing under key.
+	Create(ctx context.Context, key string) (Object, error)
+}
+
+// Object is an object being written.
+type Object interface {
+	io.Writer
+	// Commit makes the object visible under its key, whole.
+	Commit(ctx context.Context) error
+	// Abort discards what was written.
+	Abort(ctx context.Context) error
+}
+
+// Deliveries pages a notification's deliveries (notify.DeliveryStore.ListDeliveries).
+type Deliveries interface {
+	ListDeliveries(ctx context.Context, notificationID, cursor string, limit int) ([]notify.Delivery, string, error)
+}
+
+// Deps are what a Builder works with.
+type Deps struct {
+	Jobs       notify.ExportStore
+	Deliveries Deliveries
+	Audit      notify.AuditLog // nil: audit exports fail
+	Files      Files
+	Clock      notify.Clock
+	Logger     *slog.Logger
+}
+
+// Builder builds export jobs.
+type Builder struct {
+	d Deps
+	// Lease is how long a claim (and each checkpoint) holds a job: a crashed worker's job is
+	// claimed again once it ran out. It must be shorter than the queue's visibility timeout.
+	Lease time.Duration
+	// Page is how many rows one store read returns (and how often progress is checkpointed).
+	Page int
+}
+
+// New returns a Builder with a 2-minute lease and pages of 1,000 rows.
+func New(d Deps) *Builder {
+	if d.Clock == nil {
+		d.Clock = notify.SystemClock{}
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Builder{d: d, Lease: 2 * time.Minute, Page: 1000}
+}
+
+// Handler consumes the export queue.
+func (b *Builder) Handler() pipeline.Handler {
+	return func(ctx context.Context, msgs []notify.Message) []pipeline.ItemFailure {
+		var out []pipeline.ItemFailure
+		for _, m := range msgs {
+			var em notify.ExportMessage
+			if err := json.Unmarshal(m.Body, &em); err != nil || em.Export == "" {
+				out = append(out, pipeline.ItemFailure{MessageID: m.ID, Err: notify.Errorf(notify.EINVALID, "export message: want {\"export\": id}")})
+				continue
+			}
+			if err := b.Build(ctx, em.Export); err != nil {
+				out = append(out, pipeline.ItemFailure{MessageID: m.ID, Err: err})
+			}
+		}
+		return out
+	}
+}
+
+// errBusy: another worker holds the job under a live lease; the message comes back later, by
+// when the holder finished or its lease ran out.
+var errBusy = notify.Errorf(notify.ECONFLICT, "export is being built by another worker")
+
+// Build claims job id and builds its file. A job that is done, failed, canceled or expired is
+// left alone (nil). A held job returns a retryable error. A failure of the rows themselves (an
+// unknown notification) ends the job FAILED; any other error leaves it to the next attempt —
+// which restarts the file from its first row: an unfinished object is never kept.
+func (b *Builder) Build(ctx context.Context, id string) error {
+	now := b.d.Clock.Now()
+	j, claimed, err := b.d.Jobs.ClaimExport(ctx, id, now, now.Add(b.Lease))
+	if notify.ErrorCode(err) == notify.ENOTFOUND {
+		return nil // expired and removed: nothing to build
+	}
+	if err != nil {
+		return fmt.Errorf("export %s: claim: %w", id, err)
+	}
+	if !claimed {
+		if j.Status == notify.ExportProcessing {
+			return errBusy
+		}
+		return nil
+	}
+	log := b.d.Logger.With(slog.String("export_id", id), slog.Int("attempt", j.Attempts))
+	start := time.Now()
+	rows, size, err := b.write(ctx, j)
+	switch {
+	case notify.ErrorCode(err) == notify.ECONFLICT:
+		log.InfoContext(ctx, "export stopped: canceled or taken over", slog.String("error", err.Error()))
+		return nil
+	case err != nil && permanent(err):
+		log.WarnContext(ctx, "export failed", slog.String("error", err.Error()))
+		ferr := b.d.Jobs.FinishExport(ctx, id, j.Attempts, notify.ExportResult{Status: notify.ExportFailed, Error: err.Error()}, b.d.Clock.Now())
+		if ferr != nil && notify.ErrorCode(ferr) != notify.ECONFLICT {
+			return fmt.Errorf("export %s: record failure: %w", id, ferr)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("export %s: %w", id, err)
+	}
+	err = b.d.Jobs.FinishExport(ctx, id, j.Attempts, notify.ExportResult{Status: notify.ExportDone, Rows: rows, Bytes: size, Object: Key(id, j.Format)}, b.d.Clock.Now())
+	if notify.ErrorCode(err) == notify.ECONFLICT {
+		return nil // canceled while the last page was written: the file is there, the job says CANCELED
+	}
+	if err != nil {
+		return fmt.Errorf("export %s: finish: %w", id, err)
+	}
+	log.InfoContext(ctx, "export done", slog.Int64("rows", rows), slog.Int64("bytes", size),
+		slog.Int64("duration_ms", time.Since(start).Milliseconds()))
+	return nil
+}
+
+// permanent reports whether err is about the job's own input, which another attempt would not change.
+func permanent(err error) bool {
+	c := notify.ErrorCode(err)
+	return c == notify.EINVALID || c == notify.ENOTFOUND
+}
+
+// countingWriter counts the bytes that reach the object.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// write streams j's rows into a new object and commits it; it returns rows and bytes written.
+func (b *Builder) write(ctx context.Context, j *notify.ExportJob) (rows int64, size int64, err error) {
+	obj, err := b.d.Files.Create(ctx, Key(j.ID, j.Format))
+	if err != nil {
+		return 0, 0, fmt.Errorf("create object: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			if aerr := obj.Abort(context.WithoutCancel(ctx)); aerr != nil {
+				b.d.Logger.WarnContext(ctx, "export: abort object", slog.String("export_id", j.ID), slog.String("error", aerr.Error()))
+			}
+		}
+	}()
+	cw := &countingWriter{w: obj}
+	bw := bufio.NewWriterSize(cw, 256<<10)
+	rw := newRowWriter(bw, j.Format)
+	checkpoint := func() error {
+		return b.d.Jobs.CheckpointExport(ctx, j.ID, j.Attempts, rows, b.d.Clock.Now().Add(b.Lease))
+	}
+	emit := func(rec []string) error {
+		rows++
+		return rw.write(rec)
+	}
+	switch j.Kind {
+	case notify.ExportDeliveries:
+		err = b.deliveries(ctx, j, rw, emit, checkpoint)
+	case notify.ExportAudit:
+		err = b.audit(ctx, j, rw, emit, checkpoint)
+	default:
+		err = notify.FieldError("kind", "unknown export kind %q", j.Kind)
+	}
+	if err == nil {
+		err = rw.flush()
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := obj.Commit(ctx); err != nil {
+		return 0, 0, fmt.Errorf("commit object: %w", err)
+	}
+	committed = true
+	return rows, cw.n, nil
+}
+
+// DeliveryColumns are the columns of a deliveries export, in order.
+var DeliveryColumns = []string{"delivery_id", "notification_id", "user_id", "channel", "provider", "app",
+	"address", "status", "reason", "detail", "attempts", "provider_message_id", "updated_at"}
+
+func (b *Builder) deliveries(ctx context.Context, j *notify.ExportJob, rw *rowWriter, emit func([]string) error, checkpoint func() error) error {
+	f := j.Filter
+	if f.NotificationID == "" {
+		return notify.FieldError("notification_id", "is required for a deliveries export")
+	}
+	if _, err := rw.header(DeliveryColumns); err != nil {
+		return err
+	}
+	cursor := ""
+	for {
+		ds, next, err := b.d.Deliveries.ListDeliveries(ctx, f.NotificationID, cursor, b.Page)
+		if err != nil {
+			return fmt.Errorf("list deliveries of %s: %w", f.NotificationID, err)
+		}
+		for _, d := range ds {
+			if (f.Status != "" && string(d.Status) != f.Status) || (f.Channel != "" && string(d.Channel) != f.Channel) ||
+				(f.Reason != "" && d.Reason != f.Reason) || (!f.From.IsZero() && d.UpdatedAt.Before(f.From)) ||
+				(!f.To.IsZero() && !d.UpdatedAt.Before(f.To)) {
+				continue
+			}
+			// Stores keep only the masked address; a provider's detail may quote one, so it is
+			// masked too.
+			if err := emit([]string{d.ID, d.NotificationID, d.UserID, string(d.Channel), string(d.Provider), d.App,
+				d.AddressMasked, string(d.Status), d.Reason, notify.MaskText(d.Detail), strconv.Itoa(d.Attempts),
+				d.ProviderMessageID, stamp(d.UpdatedAt)}); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		cursor = next
+		if err := checkpoint(); err != nil {
+			return err
+		}
+	}
+}
+
+// AuditColumns are the columns of an audit export, in order.
+var AuditColumns = []string{"id", "at", "actor", "actor_kind", "action", "target_type", "target_id", "params", "result", "request_id"}
+
+func (b *Builder) audit(ctx context.Context, j *notify.ExportJob, rw *rowWriter, emit func([]string) error, checkpoint func() error) error {
+	if b.d.Audit == nil {
+		return notify.Errorf(notify.EINVALID, "the audit log is not available in this runtime")
+	}
+	if _, err := rw.header(AuditColumns); err != nil {
+		return err
+	}
+	f := notify.AuditFilter{Action: notify.AuditAction(j.Filter.Action), From: j.Filter.From, To: j.Filter.To}
+	cursor := ""
+	for {
+		es, next, err := b.d.Audit.ListAudit(ctx, f, cursor, notify.MaxAuditPage)
+		if err != nil {
+			return fmt.Errorf("list audit: %w", err)
+		}
+		for _, e := range es {
+			params, err := json.Marshal(notify.SanitizeAuditParams(e.Params))
+			if err != nil {
+				return err
+			}
+			if err := emit([]string{e.ID, stamp(e.At), e.Actor, string(e.ActorKind), string(e.Action), e.TargetType,
+				e.TargetID, string(params), e.Result, e.RequestID}); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		cursor = next
+		if err := checkpoint(); err != nil {
+			return err
+		}
+	}
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// rowWriter writes rows as CSV (a header line first) or JSON Lines (objects keyed by column).
+type rowWriter struct {
+	format notify.ExportFormat
+	csv    *csv.Writer
+	w      io.Writer
+	cols   []string
+	buf    []byte
+}
+
+func newRowWriter(w io.Writer, f notify.ExportFormat) *rowWriter {
+	rw := &rowWriter{format: f, w: w}
+	if f != notify.ExportJSONL {
+		rw.csv = csv.NewWriter(w)
+	}
+	return rw
+}
+
+func (rw *rowWriter) header(cols []string) (bool, error) {
+	rw.cols = cols
+	if rw.csv != nil {
+		return true, rw.csv.Write(cols)
+	}
+	return false, nil
+}
+
+func (rw *rowWriter) write(rec []string) error {
+	if rw.csv != nil {
+		return rw.csv.Write(rec)
+	}
+	if len(rec) != len(rw.cols) {
+		return errors.New("export: row and columns differ")
+	}
+	b := append(rw.buf[:0], '{')
+	for i, c := range rw.cols {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, c)
+		b = append(b, ':')
+		v, _ := json.Marshal(rec[i])
+		b = append(b, v...)
+	}
+	b = append(b, '}', '\n')
+	rw.buf = b
+	_, err := rw.w.Write(b)
+	return err
+}
+
+func (rw *rowWriter) flush() error {
+	if rw.csv != nil {
+		rw.csv.Flush()
+		return rw.csv.Error()
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package local
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"herald/internal/config"
+	"herald/internal/notify"
+)
+
+// TestExportOfDeliveries: an export of a notification's deliveries goes PENDING → DONE; its link
+// downloads a CSV with one row per delivery and masked addresses; the same link after its expiry,
+// or altered, answers 403. Creating and downloading it are in GET /v1/admin/audit with actor and
+// target, and no audit entry holds a raw address.
+func TestExportOfDeliveries(t *testing.T) {
+	t.Parallel()
+	cfg := config.Dev()
+	logs := &syncBuffer{}
+	dir := t.TempDir()
+	rt, err := Start(context.Background(), Options{Config: cfg, DataDir: dir, Addr: "127.0.0.1:0",
+		Logger: slog.New(slog.NewJSONHandler(logs, nil)), ExportLinkTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rt.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	e := &env{t: t, rt: rt, log: logs}
+	const (
+		email = "export-alice@example.com"
+		phone = "+821012345678"
+		token = "fcm-export-alice-token-0001"
+	)
+	e.mustDo("PUT", "/v1/users/alice/contacts", map[string]any{"email": email, "phone": phone}, 200)
+	e.mustDo("PUT", "/v1/users/alice/devices/"+token, map[string]any{"platform": "fcm"}, 200)
+	id := e.send(notify.SendRequest{IdempotencyKey: "export-1", Channels: []notify.Channel{"push", "email", "sms"},
+		Content: notify.Content{Title: "Hi", Body: "Hello"}, Recipients: []notify.Recipient{{UserID: "alice"}}})
+	st := e.waitFinal(id)
+	if len(st.Deliveries) != 3 {
+		t.Fatalf("deliveries %+v, want 3", st.Deliveries)
+	}
+
+	// Refused requests name their field.
+	for _, c := range []struct {
+		body  map[string]any
+		field string
+	}{
+		{map[string]any{"kind": "deliveries"}, "notification_id"},
+		{map[string]any{"kind": "nope", "notification_id": id}, "kind"},
+		{map[string]any{"kind": "deliveries", "notification_id": id, "unmasked": true}, "unmasked"},
+		{map[string]any{"kind": "deliveries", "notification_id": id, "format": "xml"}, "format"},
+		{map[string]any{"kind": "deliveries", "notification_id": "n_unknown"}, "notification_id"},
+	} {
+		var er struct {
+			Error struct{ Field string } `json:"error"`
+		}
+		if code := e.do("POST", "/v1/admin/exports", c.body, &er); code != 400 || er.Error.Field != c.field {
+			t.Errorf("POST %v = %d field %q, want 400 %q", c.body, code, er.Error.Field, c.field)
+		}
+	}
+
+	var job struct {
+		ID                string    `json:"id"`
+		Status            string    `json:"status"`
+		Rows              int64     `json:"rows"`
+		DownloadURL       string    `json:"download_url"`
+		DownloadExpiresAt time.Time `json:"download_expires_at"`
+	}
+	if code := e.do("POST", "/v1/admin/exports", map[string]any{"kind": "deliveries", "notification_id": id}, &job); code != 202 || job.Status != "PENDING" {
+		t.Fatalf("POST /v1/admin/exports = %d %+v", code, job)
+	}
+	xid := job.ID
+	waitFor(t, func() bool {
+		e.do("GET", "/v1/admin/exports/"+xid, nil, &job)
+		return job.Status == "DONE"
+	})
+	if job.Rows != 3 || job.DownloadURL == "" {
+		t.Fatalf("done job %+v", job)
+	}
+	if n, _ := filepath.Glob(filepath.Join(dir, "exports", "*.part-*")); len(n) != 0 {
+		t.Errorf("temporary files left: %v", n)
+	}
+
+	get := func(link string) (int, string) {
+		t.Helper()
+		res, err := http.Get(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	code, body := get(job.DownloadURL)
+	if code != 200 {
+		t.Fatalf("download = %d %s", code, body)
+	}
+	recs, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 4 || recs[0][0] != "delivery_id" || recs[0][6] != "address" {
+		t.Fatalf("csv %q, want a header and 3 rows", recs)
+	}
+	for _, raw := range []string{email, phone, token} {
+		if strings.Contains(body, raw) {
+			t.Errorf("the file holds %s unmasked:\n%s", raw, body)
+		}
+	}
+	if !strings.Contains(body, notify.MaskEmail(email)) || !strings.Contains(body, notify.MaskPhone(phone)) {
+		t.Errorf("the file lacks the masked addresses:\n%s", body)
+	}
+	if code, _ := get(strings.Replace(job.DownloadURL, "expires=", "expires=1", 1)); code != 403 {
+		t.Errorf("altered link = %d, want 403", code)
+	}
+	if code, _ := get(strings.Replace(job.DownloadURL, xid, notify.NewID("x_", time.Now()), 1)); code != 403 {
+		t.Errorf("link to another export = %d, want 403", code)
+	}
+	time.Sleep(time.Until(job.DownloadExpiresAt) + 100*time.Millisecond)
+	if code, _ := get(job.DownloadURL); code != 403 {
+		t.Errorf("expired link = %d, want 403", code)
+	}
+
+	raw := e.auditJSON("?target_id=" + xid)
+	var page struct {
+		Entries []notify.AuditEntry `json:"entries"`
+	}
+	if err := json.Unmarshal(raw, &page); err != nil {
+		t.Fatal(err)
+	}
+	actions := map[notify.AuditAction]notify.AuditEntry{}
+	for _, en := range page.Entries {
+		actions[en.Action] = en
+	}
+	for _, a := range []notify.AuditAction{notify.AuditExportCreate, notify.AuditExportDownload} {
+		en, ok := actions[a]
+		if !ok || en.Actor != "demo" || en.TargetType != notify.AuditTargetExport || en.TargetID != xid || en.Result != notify.AuditResultOK {
+			t.Errorf("%s entry %+v in %s", a, en, raw)
+		}
+	}
+	if p := actions[notify.AuditExportCreate].Params; p["kind"] != "deliveries" || p["notification_id"] != id || p["unmasked"] != "false" {
+		t.Errorf("create params %v", p)
+	}
+	all := string(e.auditJSON(""))
+	for _, s := range []string{email, phone, token} {
+		if strings.Contains(all, s) {
+			t.Errorf("the audit log holds %s", s)
+		}
+	}
+
+	// Cancel: a DONE export cannot be.
+	var er struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	if code := e.do("DELETE", "/v1/admin/exports/"+xid, nil, &er); code != 409 || er.Error.Code != notify.EFINISHED {
+		t.Errorf("DELETE done export = %d %+v", code, er)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "exports", xid+".csv")); err != nil {
+		t.Errorf("export file: %v", err)
+	}
+}
