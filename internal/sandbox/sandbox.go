@@ -1,5 +1,5 @@
 // Package sandbox runs fake providers on 127.0.0.1 that speak the real wire protocols — FCM HTTP
-// v1, APNs over HTTP/2 with JWT auth, SES v2, Twilio Messages, Solapi's AlimTalk send — so the
+// v1, APNs over HTTP/2 with JWT auth, SES v2, Twilio Messages, Solapi's AlimTalk send — and a Slack incoming webhook (slack.go), so the
 // real SDKs and clients talk to them unchanged. Every accepted message is recorded (durably, when
 // a file is given) and listed at GET /sandbox/deliveries. Failures are injected
 // deterministically by address; see rules.go.
@@ -56,6 +56,8 @@ type Server struct {
 	alimtalkMu   sync.Mutex
 	alimtalkKeys map[string]string    // Solapi API key → secret (TrustAlimTalkKey)
 	alimtalkSigs map[string]time.Time // signatures seen, refused again within 15 minutes
+
+	slack slackPosts // the fake Slack webhook's posts (slack.go)
 
 	feedback sync.WaitGroup // pending SES feedback callbacks
 	closedMu sync.Mutex
@@ -119,6 +121,7 @@ func (s *Server) routes() {
 	s.sesRoutes(s.mux)
 	s.twilioRoutes(s.mux)
 	s.alimtalkRoutes(s.mux)
+	s.slackRoutes(s.mux)
 }
 
 // URL is the plain-HTTP base URL, e.g. http://127.0.0.1:41234.

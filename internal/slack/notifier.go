@@ -162,7 +162,11 @@ type Notifier struct {
 	log    *slog.Logger
 	stop   chan struct{}
 	done   chan struct{}
+	ctx    context.Context // ends an in-flight post at Close
+	cancel context.CancelFunc
 	once   sync.Once
+
+	console atomic.Pointer[string] // SetConsoleURL's
 
 	posted, failed, dropped, folded atomic.Int64
 }
@@ -185,6 +189,7 @@ func NewNotifier(cfg Config) *Notifier {
 	}
 	n := &Notifier{cfg: cfg, folder: &Folder{Window: cfg.Window}, queue: make(chan Message, cfg.Backlog),
 		log: cfg.Logger.With("component", "slack"), stop: make(chan struct{}), done: make(chan struct{})}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
 	go n.run()
 	return n
 }
@@ -199,7 +204,7 @@ func (n *Notifier) Emit(_ context.Context, e notify.Event) error {
 		n.folded.Add(1)
 		return nil
 	}
-	m, _ := Build(e, n.cfg.Options, folded)
+	m, _ := Build(e, n.options(), folded)
 	n.enqueue(m, e.Type)
 	return nil
 }
@@ -211,6 +216,18 @@ func (n *Notifier) enqueue(m Message, what string) {
 		n.dropped.Add(1)
 		n.log.Warn("slack post dropped: the backlog is full", "event", what, "backlog", cap(n.queue))
 	}
+}
+
+// SetConsoleURL sets the console base URL posts link to, for a runtime that knows it only once
+// it listens (Config.ConsoleURL, when set, wins).
+func (n *Notifier) SetConsoleURL(u string) { n.console.Store(&u) }
+
+func (n *Notifier) options() Options {
+	o := n.cfg.Options
+	if u := n.console.Load(); u != nil && o.ConsoleURL == "" {
+		o.ConsoleURL = *u
+	}
+	return o
 }
 
 // Stats reports the counts so far.
@@ -228,7 +245,7 @@ func (n *Notifier) run() {
 			n.post(m)
 		case <-tick.C:
 			for _, f := range n.folder.Due(time.Now()) {
-				n.enqueue(Summary(f.Last, n.cfg.Options, f.Count), f.Last.Type)
+				n.enqueue(Summary(f.Last, n.options(), f.Count), f.Last.Type)
 			}
 		case <-n.stop:
 			return
@@ -237,7 +254,7 @@ func (n *Notifier) run() {
 }
 
 func (n *Notifier) post(m Message) {
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeout)
 	defer cancel()
 	if err := Post(ctx, n.cfg.Client, n.cfg.WebhookURL, m); err != nil {
 		n.failed.Add(1)
@@ -247,14 +264,15 @@ func (n *Notifier) post(m Message) {
 	n.posted.Add(1)
 }
 
-// Close stops the Notifier, giving the posts already queued up to wait to go out; what is left
-// then is dropped (and counted).
+// Close stops the Notifier, giving the posts already queued up to wait to go out; then a post
+// in flight is abandoned and what is left is dropped (and counted).
 func (n *Notifier) Close(wait time.Duration) {
 	n.once.Do(func() {
 		deadline := time.Now().Add(wait)
 		for len(n.queue) > 0 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
+		n.cancel()
 		close(n.stop)
 		<-n.done
 		n.dropped.Add(int64(len(n.queue)))
