@@ -409,6 +409,9 @@ func checkDeployable(c *config.Config, bad func(key, format string, args ...any)
 			bad(key+".key_secret", "required in AWS (a Secrets Manager secret holding the .p8 key)")
 		}
 	}
+	if c.Alerts.Slack.WebhookURL != "" {
+		bad(h("alerts.slack.webhook_url"), "a webhook URL is its own secret and must not be deployed in plain text: store it in Secrets Manager, set webhook_url_secret and webhook_url: null")
+	}
 	if c.Providers.SES.From != "" {
 		if _, err := mail.ParseAddress(c.Providers.SES.From); err != nil {
 			bad(h("providers.ses.from"), "%q is not an address: %v", c.Providers.SES.From, err)
@@ -439,6 +442,12 @@ func checkDeployable(c *config.Config, bad func(key, format string, args ...any)
 // providers.
 func secretNames(c *config.Config, function string) map[string]string {
 	out := map[string]string{}
+	if function == alertsFunction { // reads no store: the Slack webhook only
+		if s := c.Alerts.Slack.WebhookURLSecret; s != "" {
+			out["alerts.slack.webhook_url_secret"] = s
+		}
+		return out
+	}
 	if c.Contacts.EncryptionKeySecret != "" {
 		out["contacts.encryption_key_secret"] = c.Contacts.EncryptionKeySecret
 	}

@@ -76,7 +76,8 @@ func TestBuildMergesOverlay(t *testing.T) {
 func TestBuildRefusesSecretValuesAndLocalFiles(t *testing.T) {
 	_, err := Build("dev", []byte(baseYAML+"sandbox: true\n"), []byte("herald: {contacts: {encryption_key: "+
 		"aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}, providers: {twilio: {auth_token: abcdefgh}, "+
-		"alimtalk: {api_key: NCSKEY, api_secret: abcdefgh, apps: {default: {sender_key: PF1}}}}}\n"), "dev.yaml")
+		"alimtalk: {api_key: NCSKEY, api_secret: abcdefgh, apps: {default: {sender_key: PF1}}}}, "+
+		"alerts: {slack: {webhook_url: 'https://hooks.example.com/services/T0/B0/x'}}}\n"), "dev.yaml")
 	if err == nil {
 		t.Fatal("want errors")
 	}
@@ -84,6 +85,7 @@ func TestBuildRefusesSecretValuesAndLocalFiles(t *testing.T) {
 		"herald.services[0] (orders).api_keys", "herald.contacts.encryption_key", "herald.providers.twilio.auth_token",
 		"herald.providers.fcm.apps.default.credentials_file", "herald.sandbox",
 		"herald.providers.alimtalk.api_secret:", "herald.providers.alimtalk.api_secret_secret",
+		"herald.alerts.slack.webhook_url",
 	} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error does not name %s:\n%v", key, err)
@@ -194,5 +196,21 @@ func TestSendReadsTheAlimTalkSecret(t *testing.T) {
 	}
 	if _, ok := secretNames(c, "api")["providers.alimtalk.api_secret_secret"]; ok {
 		t.Error("api may read the Solapi secret")
+	}
+}
+
+func TestAlertsReadTheWebhookSecretOnly(t *testing.T) {
+	yaml := baseYAML + "alerts: {slack: {webhook_url_secret: herald/x/slack}}\n"
+	c, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := secretNames(c, alertsFunction); len(got) != 1 || got["alerts.slack.webhook_url_secret"] != "herald/x/slack" {
+		t.Errorf("alerts may read %v, want the webhook secret only", got)
+	}
+	for _, fn := range []string{"api", "send", "ingest"} {
+		if _, ok := secretNames(c, fn)["alerts.slack.webhook_url_secret"]; ok {
+			t.Errorf("%s may read the webhook secret", fn)
+		}
 	}
 }

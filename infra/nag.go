@@ -26,6 +26,8 @@ const (
 		"at run time (lists/<service>/<list id>); the grant is s3:GetObject(Version) under lists/ of this environment's bucket only."
 	reasonListsAccessLogs = "The lists bucket holds transient uploads that expire after 7 days; every import is logged " +
 		"by the audience function (key, service, counts), and uploads are made by the services' own IAM roles (CloudTrail)."
+	reasonAlertsDLQ = "This queue is itself a dead-letter queue: the DeadLetterConfig of the rule delivering operator " +
+		"events to the alerts function; it has no DLQ of its own, and its depth alarms like every DLQ's."
 	reasonSchedulerDLQ = "This queue is itself a dead-letter queue: EventBridge Scheduler's DeadLetterConfig for " +
 		"reserved sends (set per schedule at run time, so no RedrivePolicy in the template references it)."
 )
@@ -85,4 +87,9 @@ func (h *herald) addNagSuppressions() {
 	cdknag.NagSuppressions_AddResourceSuppressions(h.schedulerDLQ, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-SQS3"), Reason: jsii.String(reasonSchedulerDLQ),
 	}}, jsii.Bool(true))
+	if h.alertsDLQ != nil {
+		cdknag.NagSuppressions_AddResourceSuppressions(h.alertsDLQ, &[]*cdknag.NagPackSuppression{{
+			Id: jsii.String("AwsSolutions-SQS3"), Reason: jsii.String(reasonAlertsDLQ),
+		}}, jsii.Bool(true))
+	}
 }
