@@ -98,6 +98,12 @@ func TestDeadLetterIsPostedToSlack(t *testing.T) {
 		}
 	}
 	noRawAddress(t, posts)
+	var listed struct {
+		Total int `json:"total"`
+	}
+	if code := e.do("GET", "/sandbox/slack", nil, &listed); code != http.StatusOK || listed.Total != 1 {
+		t.Fatalf("GET /sandbox/slack on the API = %d %+v", code, listed)
+	}
 	if e.deadLetters() != 1 {
 		t.Fatal("the message is not in the DLQ")
 	}

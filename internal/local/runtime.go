@@ -203,6 +203,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	if r.Sandbox != nil {
 		extra["GET /sandbox/deliveries"] = r.Sandbox.Handler()
 		extra["DELETE /sandbox/deliveries"] = r.Sandbox.Handler()
+		extra["GET /sandbox/slack"] = r.Sandbox.Handler()
+		extra["DELETE /sandbox/slack"] = r.Sandbox.Handler()
 	}
 	r.server = api.NewServer(api.New(api.Options{
 		Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
