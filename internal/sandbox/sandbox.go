@@ -1,8 +1,9 @@
 // Package sandbox runs fake providers on 127.0.0.1 that speak the real wire protocols — FCM HTTP
-// v1, APNs over HTTP/2 with JWT auth, SES v2, Twilio Messages, Solapi's AlimTalk send — and a Slack incoming webhook (slack.go), so the
+// v1, APNs over HTTP/2 with JWT auth, SES v2, Twilio Messages, Solapi's AlimTalk send — so the
 // real SDKs and clients talk to them unchanged. Every accepted message is recorded (durably, when
 // a file is given) and listed at GET /sandbox/deliveries. Failures are injected
-// deterministically by address; see rules.go.
+// deterministically by address; see rules.go. A fake Slack incoming webhook takes the operator
+// alerts (slack.go), listed apart at GET /sandbox/slack.
 package sandbox
 
 import (
