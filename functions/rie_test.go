@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -195,6 +197,7 @@ func TestBinariesUnderEmulator(t *testing.T) {
 	resp, _ = invoke[events.SQSEventResponse](prepare, ev)
 	wantFailed(t, "prepare", resp, ev, `"n_0000000000000000000000unkn"`, prepare)
 	wantDeadLetter(t, w, "prepare-realtime-dlq", notify.EINVALID)
+	wantDeadLetterEvent(t, w, "prepare-realtime")
 
 	// send: the fixture's batch is the one prepare enqueued; fed twice it delivers once, and the
 	// undecodable message beside it is reported failed both times.
@@ -242,6 +245,21 @@ func TestBinariesUnderEmulator(t *testing.T) {
 	// campaign: the state machine's task inputs, each step's output the next step's input (as
 	// the fixtures show it), and an unknown step failing the task.
 	campaignSteps(t, w, start(t, w, "campaign"), prepare, send)
+	// alerts: a dead letter's operator event, in its EventBridge envelope, becomes one post on the
+	// (sandbox's) Slack webhook naming the queue and the reason.
+	aw := *w
+	aw.Vars = maps.Clone(w.Vars)
+	aw.Vars[awsenv.EnvConfig] += "alerts: {slack: {webhook_url: " + strconv.Quote(w.Sandbox.SlackWebhookURL()) + "}}\n"
+	alerts := start(t, &aw, "alerts")
+	var bridged events.EventBridgeEvent
+	if err := json.Unmarshal(awsenvtest.Fixture(t, "alerts/eventbridge-message-dead-lettered.json"), &bridged); err != nil {
+		t.Fatal(err)
+	}
+	invoke[json.RawMessage](alerts, bridged)
+	if posts := w.Sandbox.SlackPosts(); len(posts) != 1 || !strings.Contains(posts[0].Text, "dead-lettered on `send-realtime`: send: body is not a send batch") {
+		t.Fatalf("slack posts %+v, want one naming send-realtime and its reason\n%s", posts, alerts.logs)
+	}
+
 	// api: 401 without a key.
 	api := start(t, w, "api")
 	var req events.APIGatewayV2HTTPRequest
@@ -459,6 +477,18 @@ func wantDeadLetter(t *testing.T, w *awsenvtest.World, dlq, code string) {
 	if got := ev.Records[0].MessageAttributes[pipeline.AttrErrorCode].StringValue; got == nil || *got != code {
 		t.Fatalf("%s message attributes %+v, want error code %s", dlq, ev.Records[0].MessageAttributes, code)
 	}
+}
+
+// wantDeadLetterEvent checks a message_dead_lettered event for queue went on the bus.
+func wantDeadLetterEvent(t *testing.T, w *awsenvtest.World, queue string) {
+	t.Helper()
+	for _, e := range w.Events.Entries() {
+		var ev notify.Event
+		if e.DetailType == "Message Dead Lettered" && json.Unmarshal([]byte(e.Detail), &ev) == nil && ev.Detail["queue"] == queue {
+			return
+		}
+	}
+	t.Fatalf("no Message Dead Lettered event for %s on the bus: %+v", queue, w.Events.Entries())
 }
 
 // lambdaError is the body the runtime answers a failed invocation with.

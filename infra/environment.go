@@ -438,6 +438,9 @@ func checkDeployable(c *config.Config, bad func(key, format string, args ...any)
 			bad(h("providers.webpush.vapid_private_key_secret"), "required in AWS (a Secrets Manager secret holding the base64url VAPID private key)")
 		}
 	}
+	if c.Alerts.Slack.WebhookURL != "" {
+		bad(h("alerts.slack.webhook_url"), "a webhook URL is its own secret and must not be deployed in plain text: store it in Secrets Manager, set webhook_url_secret and webhook_url: null")
+	}
 	if c.Providers.SES.From != "" {
 		if _, err := mail.ParseAddress(c.Providers.SES.From); err != nil {
 			bad(h("providers.ses.from"), "%q is not an address: %v", c.Providers.SES.From, err)
@@ -468,6 +471,12 @@ func checkDeployable(c *config.Config, bad func(key, format string, args ...any)
 // providers.
 func secretNames(c *config.Config, function string) map[string]string {
 	out := map[string]string{}
+	if function == alertsFunction { // reads no store: the Slack webhook only
+		if s := c.Alerts.Slack.WebhookURLSecret; s != "" {
+			out["alerts.slack.webhook_url_secret"] = s
+		}
+		return out
+	}
 	if c.Contacts.EncryptionKeySecret != "" {
 		out["contacts.encryption_key_secret"] = c.Contacts.EncryptionKeySecret
 	}

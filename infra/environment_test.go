@@ -77,7 +77,8 @@ func TestBuildRefusesSecretValuesAndLocalFiles(t *testing.T) {
 	_, err := Build("dev", []byte(baseYAML+"sandbox: true\n"), []byte("herald: {contacts: {encryption_key: "+
 		"aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}, providers: {twilio: {auth_token: abcdefgh}, "+
 		"alimtalk: {api_key: NCSKEY, api_secret: abcdefgh, apps: {default: {sender_key: PF1}}}, webpush: {vapid_public_key: "+
-		config.DevVAPIDPublicKey+", vapid_private_key: xYsKtQFyLFkSYM84LyV8CbG-hnSPjIx-R1uDeAQjSZg, subscriber: 'mailto:ops@example.com'}}}\n"), "dev.yaml")
+		config.DevVAPIDPublicKey+", vapid_private_key: xYsKtQFyLFkSYM84LyV8CbG-hnSPjIx-R1uDeAQjSZg, subscriber: 'mailto:ops@example.com'}}, "+
+		"alerts: {slack: {webhook_url: 'https://hooks.example.com/services/T0/B0/x'}}}\n"), "dev.yaml")
 	if err == nil {
 		t.Fatal("want errors")
 	}
@@ -86,6 +87,7 @@ func TestBuildRefusesSecretValuesAndLocalFiles(t *testing.T) {
 		"herald.providers.fcm.apps.default.credentials_file", "herald.sandbox",
 		"herald.providers.alimtalk.api_secret:", "herald.providers.alimtalk.api_secret_secret",
 		"herald.providers.webpush.vapid_private_key", "herald.providers.webpush.vapid_private_key_secret",
+		"herald.alerts.slack.webhook_url",
 	} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error does not name %s:\n%v", key, err)
@@ -214,6 +216,22 @@ func TestWebPushSecretGoesToSendOnly(t *testing.T) {
 	for _, fn := range []string{"api", "prepare", "cleanup"} {
 		if _, ok := secretNames(env.Config, fn)["providers.webpush.vapid_private_key_secret"]; ok {
 			t.Errorf("%s may read the VAPID private key", fn)
+		}
+	}
+}
+
+func TestAlertsReadTheWebhookSecretOnly(t *testing.T) {
+	yaml := baseYAML + "alerts: {slack: {webhook_url_secret: herald/x/slack}}\n"
+	c, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := secretNames(c, alertsFunction); len(got) != 1 || got["alerts.slack.webhook_url_secret"] != "herald/x/slack" {
+		t.Errorf("alerts may read %v, want the webhook secret only", got)
+	}
+	for _, fn := range []string{"api", "send", "ingest"} {
+		if _, ok := secretNames(c, fn)["alerts.slack.webhook_url_secret"]; ok {
+			t.Errorf("%s may read the webhook secret", fn)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
 
 	"herald/internal/notify"
@@ -66,4 +67,70 @@ func (h *herald) addEventAlerts() {
 		Resources:  jsii.Strings("*"), // in a key policy "*" is the key itself
 		Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": h.stack.Account()}},
 	}), nil)
+	h.addSlackAlerts()
+}
+
+// slackEvents are the detail-types posted to Slack (internal/slack decides the same):
+// campaign_finished only when alerts.slack.campaign_finished asks for it.
+func (h *herald) slackEvents() []*string {
+	types := []string{notify.EventMessageDeadLettered, notify.EventLargeSendStarted, notify.EventCampaignFailed}
+	if h.cfg.Alerts.Slack.CampaignFinished {
+		types = append(types, notify.EventCampaignFinished)
+	}
+	var out []*string
+	for _, t := range types {
+		out = append(out, jsii.String(notify.EventTitle(t)))
+	}
+	return out
+}
+
+// addSlackAlerts delivers the posted detail-types to the alerts function, which posts them to
+// Slack (internal/awsenv/alerts.go). A function, not an EventBridge API destination: an
+// incoming webhook's secret is the path of its URL, and an API destination's endpoint is a
+// plain URL in the template — only a Connection's header, query or OAuth credentials come from
+// Secrets Manager. The function reads the URL from alerts.slack.webhook_url_secret, renders
+// the post with the same builder as the local runtime, and folds bursts in memory (it runs
+// with a reserved concurrency of one). Events the rule cannot deliver after its retries go to
+// the alerts DLQ, whose depth alarms like every DLQ's.
+//
+// What is posted from AWS: message_dead_lettered from the stages' settle path (a permanent
+// failure), large_send_started, campaign_failed (and campaign_finished when asked). What is
+// not: a message SQS moves to a DLQ itself after maxReceiveCount — no Herald code runs at that
+// moment — which the DLQ depth alarm reports instead.
+func (h *herald) addSlackAlerts() {
+	fn, ok := h.functions[alertsFunction]
+	if !ok {
+		return
+	}
+	rule := awsevents.NewCfnRule(h.stack, jsii.String("SlackAlerts"), &awsevents.CfnRuleProps{
+		Name:         jsii.String(h.name("slack-alerts")),
+		Description:  jsii.String("Herald operator events posted to Slack by the alerts function"),
+		EventBusName: h.eventBus.EventBusName(),
+		EventPattern: map[string]any{
+			"source":      []*string{jsii.String(notify.EventSource)},
+			"detail-type": h.slackEvents(),
+		},
+		State: jsii.String("ENABLED"),
+		Targets: []any{&awsevents.CfnRule_TargetProperty{
+			Id:               jsii.String("AlertsFunction"),
+			Arn:              fn.FunctionArn(),
+			DeadLetterConfig: &awsevents.CfnRule_DeadLetterConfigProperty{Arn: h.alertsDLQ.QueueArn()},
+			// An alert older than an hour is history, not an alert.
+			RetryPolicy: &awsevents.CfnRule_RetryPolicyProperty{MaximumEventAgeInSeconds: jsii.Number(3600), MaximumRetryAttempts: jsii.Number(20)},
+		}},
+	})
+	events := awsiam.NewServicePrincipal(jsii.String("events.amazonaws.com"), nil)
+	awslambda.NewCfnPermission(h.stack, jsii.String("SlackAlertsMayInvoke"), &awslambda.CfnPermissionProps{
+		Action:       jsii.String("lambda:InvokeFunction"),
+		FunctionName: fn.FunctionArn(),
+		Principal:    jsii.String("events.amazonaws.com"),
+		SourceArn:    rule.AttrArn(),
+	})
+	h.alertsDLQ.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("SlackAlertsRuleMayDeadLetter"),
+		Principals: &[]awsiam.IPrincipal{events},
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  &[]*string{h.alertsDLQ.QueueArn()},
+		Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": rule.AttrArn()}},
+	}))
 }

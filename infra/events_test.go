@@ -9,13 +9,15 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// TestOperatorEvents: the environment's event bus; only the functions that emit (ingest, and
-// campaign when it exists) may put events, on that bus alone, and are told its name; the alert
-// rule sends failed campaigns and large sends to the alarm topic, which trusts that rule only.
+// TestOperatorEvents: the environment's event bus; only the functions that emit (ingest, the
+// campaign steps, and every SQS consumer — it dead-letters) may put events, on that bus alone,
+// and are told its name; the alert rule sends failed campaigns and large sends to the alarm
+// topic, which trusts that rule only.
 func TestOperatorEvents(t *testing.T) {
 	check := func(t *testing.T, s *synthesis) {
 		bus := s.idByProp(t, "AWS::Events::EventBus", "Name", "herald-"+s.env.Name+"-events")
-		emitters := map[string]bool{"ingest": true, "campaign": true}
+		emitters := map[string]bool{"ingest": true, "campaign": true, "prepare": true, "send": true, "record": true,
+			"cleanup": true, "bounce": true, "audience": true}
 
 		// Who may put events: exactly the emitters, and only on the bus.
 		putters := map[string]bool{}
@@ -83,4 +85,77 @@ func TestOperatorEvents(t *testing.T) {
 		}
 	}
 	environments(t, check)
+}
+
+// TestSlackAlerts: the rule on the operator bus delivers the posted detail-types to the alerts
+// function (campaign_finished only where asked), with a DLQ that trusts the rule only; the
+// function runs one instance at a time and may read the webhook secret and nothing else.
+func TestSlackAlerts(t *testing.T) {
+	environments(t, func(t *testing.T, s *synthesis) {
+		env := s.env.Name
+		bus := s.idByProp(t, "AWS::Events::EventBus", "Name", "herald-"+env+"-events")
+		fn := s.idByProp(t, "AWS::Lambda::Function", "FunctionName", "herald-"+env+"-alerts")
+		dlq := s.idByProp(t, "AWS::SQS::Queue", "QueueName", "herald-"+env+"-alerts-dlq")
+		rule := s.idByProp(t, "AWS::Events::Rule", "Name", "herald-"+env+"-slack-alerts")
+		p := s.props(rule)
+		if ref(p["EventBusName"]) != bus {
+			t.Errorf("slack rule on %v, want the operator bus", p["EventBusName"])
+		}
+		want := `["Message Dead Lettered","Large Send Started","Campaign Failed"]`
+		if env == "dev" { // env/dev.yaml asks for campaign_finished
+			want = `["Message Dead Lettered","Large Send Started","Campaign Failed","Campaign Finished"]`
+		}
+		pattern := p["EventPattern"].(map[string]any)
+		if got := mustJSON(pattern["detail-type"]); got != want || mustJSON(pattern["source"]) != `["herald"]` {
+			t.Errorf("slack rule pattern %v, want source herald and %s", pattern, want)
+		}
+		targets := list(p["Targets"])
+		if len(targets) != 1 {
+			t.Fatalf("slack rule targets %v", targets)
+		}
+		tg := targets[0].(map[string]any)
+		if !strings.Contains(mustJSON(tg["Arn"]), fn) || !strings.Contains(mustJSON(tg["DeadLetterConfig"]), dlq) {
+			t.Errorf("slack rule target %v, want the alerts function with the alerts DLQ", tg)
+		}
+		if c := s.props(fn)["ReservedConcurrentExecutions"]; c != float64(1) {
+			t.Errorf("alerts reserved concurrency %v, want 1 (folding is in memory)", c)
+		}
+		s.template.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), map[string]any{
+			"Action": "lambda:InvokeFunction", "Principal": "events.amazonaws.com",
+			"SourceArn": map[string]any{"Fn::GetAtt": []any{rule, "Arn"}},
+		})
+		s.template.HasResourceProperties(jsii.String("AWS::SQS::QueuePolicy"), map[string]any{
+			"Queues": []any{map[string]any{"Ref": dlq}},
+			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{
+				assertions.Match_ObjectLike(&map[string]any{
+					"Action": "sqs:SendMessage", "Principal": map[string]any{"Service": "events.amazonaws.com"},
+					"Condition": map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": map[string]any{"Fn::GetAtt": []any{rule, "Arn"}}}},
+				}),
+			})},
+		})
+		// The role: logs and the one secret.
+		role := s.idByProp(t, "AWS::IAM::Role", "RoleName", "herald-"+env+"-fn-alerts")
+		var actions []string
+		for _, id := range s.ofType("AWS::IAM::Policy") {
+			pp := s.props(id)
+			if !slices.ContainsFunc(list(pp["Roles"]), func(r any) bool { return ref(r) == role }) {
+				continue
+			}
+			for _, st := range list(pp["PolicyDocument"].(map[string]any)["Statement"]) {
+				st := st.(map[string]any)
+				for _, a := range list(st["Action"]) {
+					actions = append(actions, a.(string))
+				}
+				if slices.Contains(list(st["Action"]), any("secretsmanager:GetSecretValue")) &&
+					!strings.Contains(mustJSON(st["Resource"]), "herald/"+env+"/slack-webhook") {
+					t.Errorf("alerts reads secrets %v, want the webhook only", st["Resource"])
+				}
+			}
+		}
+		for _, a := range actions {
+			if !strings.HasPrefix(a, "logs:") && !strings.HasPrefix(a, "secretsmanager:") && !strings.HasPrefix(a, "xray:") {
+				t.Errorf("alerts role may %s", a)
+			}
+		}
+	})
 }

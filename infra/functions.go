@@ -87,6 +87,7 @@ var functionWiring = map[string]wiring{
 	"prepare": {
 		tables: map[string]access{"notifications": readWrite, "deliveries": readWrite, "users": read, "suppressions": read, "inbox": readWrite},
 		sends:  func(*herald) []string { return append(lanes(notify.StageSend), lanes(notify.StageRecord)...) },
+		events: true, // message_dead_lettered, as every SQS consumer
 	},
 	// Claims deliveries, waits on the shared rate limiter, sends, re-enqueues retries.
 	"send": {
@@ -94,11 +95,12 @@ var functionWiring = map[string]wiring{
 		sends: func(*herald) []string {
 			return append(append(lanes(notify.StageSend), lanes(notify.StageRecord)...), notify.StageCleanup)
 		},
+		events: true,
 	},
-	"record":  {tables: map[string]access{"notifications": readWrite, "deliveries": readWrite}},
-	"cleanup": {tables: map[string]access{"users": readWrite, "suppressions": readWrite}},
+	"record":  {tables: map[string]access{"notifications": readWrite, "deliveries": readWrite}, events: true},
+	"cleanup": {tables: map[string]access{"users": readWrite, "suppressions": readWrite}, events: true},
 	// Turns SES bounces and complaints into suppressions and delivery outcomes.
-	"bounce": {tables: map[string]access{"suppressions": readWrite, "deliveries": readWrite, "notifications": readWrite}},
+	"bounce": {tables: map[string]access{"suppressions": readWrite, "deliveries": readWrite, "notifications": readWrite}, events: true},
 	// The campaign state machine's steps (CheckWindow, FetchPage, SaveCursor).
 	// Its last step asks record-bulk to settle the campaign's notification once the audience is
 	// dispatched (Pipeline.EnqueueRecord; campaigns run on the bulk lane).
@@ -109,7 +111,10 @@ var functionWiring = map[string]wiring{
 	},
 	// Appends uploaded lists to the users table (and keeps its import markers there); reads S3
 	// objects under lists/ only (addAudience).
-	audienceFunction: {tables: map[string]access{"users": readWrite}},
+	audienceFunction: {tables: map[string]access{"users": readWrite}, events: true},
+	// Posts operator events from the bus to Slack (addEventAlerts subscribes it): no table, no
+	// queue, one secret (the webhook URL).
+	alertsFunction: {},
 	// The operator routes (/v1/admin/…): queue depths, dead letters, redrive, and re-arming
 	// reserved sends from the notifications table (which lists SCHEDULED notifications and
 	// campaigns). Its queue and scheduler rights, and its appends to the audit log, are granted
@@ -127,6 +132,10 @@ var functionWiring = map[string]wiring{
 	// addExports.
 	exportFunction: {tables: map[string]access{"notifications": read, "deliveries": read}},
 }
+
+// alertsFunction posts operator events to Slack (internal/awsenv.StartAlerts). It is deployed
+// only when alerts.slack.webhook_url_secret is set: without a webhook it has nowhere to post.
+const alertsFunction = "alerts"
 
 // adminFunction serves /v1/admin/… (internal/awsenv.StartAdmin); the api function refuses those
 // routes, so only this role may read, delete and move dead letters.
@@ -152,6 +161,9 @@ func (h *herald) addFunctions() error {
 		})
 	}
 	for _, name := range h.props.Functions {
+		if name == alertsFunction && h.cfg.Alerts.Slack.WebhookURLSecret == "" {
+			continue // no Slack configured
+		}
 		if err := h.addFunction(name); err != nil {
 			return err
 		}
@@ -229,6 +241,8 @@ func (h *herald) addFunction(name string) error {
 	}
 
 	switch name {
+	case alertsFunction:
+		h.alertsDLQ = h.newDLQ("AlertsDlq", "alerts-dlq") // the Slack rule's target DLQ (events.go)
 	case "ingest":
 		// Arms the schedule of a reserved send.
 		h.grantReservedSends(role, func(k string, v *string) { env[k] = v })
@@ -283,7 +297,7 @@ func (h *herald) addFunction(name string) error {
 		env["HERALD_EVENT_BUS"] = h.eventBus.EventBusName()
 	}
 
-	fn := awslambda.NewFunction(h.stack, jsii.String(id), &awslambda.FunctionProps{
+	props := &awslambda.FunctionProps{
 		FunctionName:          jsii.String(h.functionName(name)),
 		Description:           jsii.String("Herald " + name + " (" + h.env + ")"),
 		Runtime:               awslambda.Runtime_PROVIDED_AL2023(),
@@ -299,7 +313,13 @@ func (h *herald) addFunction(name string) error {
 		Tracing:               awslambda.Tracing_ACTIVE,
 		Layers:                &[]awslambda.ILayerVersion{h.configLayer},
 		Environment:           &env,
-	})
+	}
+	if name == alertsFunction {
+		// One instance sees every event, so its in-memory folding (a post per queue per minute)
+		// holds across invocations; events arriving meanwhile wait in EventBridge's retries.
+		props.ReservedConcurrentExecutions = jsii.Number(1)
+	}
+	fn := awslambda.NewFunction(h.stack, jsii.String(id), props)
 
 	for _, q := range consumed {
 		maxConc := q.maxConc

@@ -56,6 +56,7 @@ type herald struct {
 	queues       []*stageQueue // consumer queues, in a stable order
 	queueByName  map[string]*stageQueue
 	schedulerDLQ awssqs.Queue
+	alertsDLQ    awssqs.Queue // operator events the Slack rule could not deliver (events.go); nil without it
 	// senders are the function roles granted sqs:SendMessage on a queue, by logical name: the
 	// ingest queues' policies admit them (isolateIngestQueues).
 	senders map[string][]awsiam.Role
@@ -237,6 +238,10 @@ func (h *herald) dlqs() ([]string, map[string]awssqs.Queue) {
 	}
 	names = append(names, "scheduler-dlq")
 	m["scheduler-dlq"] = h.schedulerDLQ
+	if h.alertsDLQ != nil {
+		names = append(names, "alerts-dlq")
+		m["alerts-dlq"] = h.alertsDLQ
+	}
 	return names, m
 }
 

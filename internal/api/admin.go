@@ -3,10 +3,8 @@ package api
 import (
 	"encoding/json"
 	"net/http"
-	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"herald/internal/notify"
@@ -118,60 +116,6 @@ func (s *server) redrive(w http.ResponseWriter, r *http.Request) (err error) {
 	return nil
 }
 
-var (
-	emailRe = regexp.MustCompile(`[^\s"@]+@[^\s"@]+\.[^\s"@]+`)
-	phoneRe = regexp.MustCompile(`\+[1-9][0-9]{6,14}`)
-)
-
-// secretKeys are JSON keys whose string values are device tokens or contact addresses.
-var secretKeys = map[string]bool{"address": true, "token": true, "fcm_token": true, "apns_token": true, "email": true, "phone": true}
-
-// MaskPayload returns body with every device token, email address and phone number masked, as
-// JSON (a body that is not JSON comes back as a masked JSON string).
-func MaskPayload(body []byte) json.RawMessage {
-	var v any
-	if err := json.Unmarshal(body, &v); err != nil {
-		b, _ := json.Marshal(maskText(string(body)))
-		return b
-	}
-	b, _ := json.Marshal(maskValue("", v))
-	return b
-}
-
-func maskValue(key string, v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = maskValue(k, e)
-		}
-		return x
-	case []any:
-		for i, e := range x {
-			x[i] = maskValue(key, e)
-		}
-		return x
-	case string:
-		if secretKeys[key] {
-			switch _, webPush := notify.ParseWebPushToken(x); {
-			case webPush: // before the "@" test: an endpoint may hold one
-				return notify.MaskToken(x)
-			case strings.Contains(x, "@"):
-				return notify.MaskEmail(x)
-			case strings.HasPrefix(x, "+"):
-				return notify.MaskPhone(x)
-			default:
-				return notify.MaskToken(x)
-			}
-		}
-		if strings.HasPrefix(strings.TrimSpace(x), "{") { // an embedded JSON document (SNS Message)
-			return string(MaskPayload([]byte(x)))
-		}
-		return maskText(x)
-	}
-	return v
-}
-
-func maskText(s string) string {
-	s = emailRe.ReplaceAllStringFunc(s, notify.MaskEmail)
-	return phoneRe.ReplaceAllStringFunc(s, notify.MaskPhone)
-}
+// MaskPayload returns body with every device token, email address and phone number masked
+// (notify.MaskPayload).
+func MaskPayload(body []byte) json.RawMessage { return notify.MaskPayload(body) }

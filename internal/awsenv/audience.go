@@ -80,7 +80,7 @@ func (e *Env) AudienceHandler(im *audience.Importer) func(context.Context, event
 		AudienceQueue: urlPrefix + AudienceQueue, notify.DLQName(AudienceQueue): urlPrefix + notify.DLQName(AudienceQueue),
 	})
 	g := &sqs.Glue{Queue: q, QueueName: AudienceQueue, DLQName: notify.DLQName(AudienceQueue),
-		RetryBase: e.Config.Retry.Base.D(), RetryMax: e.Config.Retry.Max.D(), Logger: e.Log}
+		RetryBase: e.Config.Retry.Base.D(), RetryMax: e.Config.Retry.Max.D(), Logger: e.Log, Events: e.Events}
 	stage := AudienceStage(im)
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		resp, err := g.Handle(ctx, ev, stage)

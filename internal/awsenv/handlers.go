@@ -42,7 +42,7 @@ func (e *Env) SQSHandler(pick func(queue string) pipeline.Handler) func(context.
 		resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 		for _, q := range order {
 			g := &sqs.Glue{Queue: e.Queue, QueueName: q, DLQName: notify.DLQName(q),
-				RetryBase: e.Config.Retry.Base.D(), RetryMax: e.Config.Retry.Max.D(), Logger: e.Log}
+				RetryBase: e.Config.Retry.Base.D(), RetryMax: e.Config.Retry.Max.D(), Logger: e.Log, Events: e.Events}
 			w0 := e.Writes.Writes()
 			r, err := g.Handle(ctx, events.SQSEvent{Records: byQueue[q]}, pick(q))
 			if n := e.Writes.Writes() - w0; n > 0 && e.Metrics != nil {

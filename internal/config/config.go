@@ -56,6 +56,7 @@ type Config struct {
 	Marketing  Marketing            `yaml:"marketing"`
 	Inbox      Inbox                `yaml:"inbox"`
 	Contacts   Contacts             `yaml:"contacts"`
+	Alerts     Alerts               `yaml:"alerts"`
 	Sandbox    bool                 `yaml:"sandbox"` // local runtime: run sandbox providers and point every sender at them
 	Extra      map[string]yaml.Node `yaml:",inline"` // rejected by Validate, so typos are caught
 }
@@ -71,6 +72,26 @@ type Service struct {
 	BatchSize      int      `yaml:"batch_size"`      // ingest messages per invocation
 	Lane           string   `yaml:"lane"`            // default lane for transactional sends: realtime
 }
+
+// Alerts say where operator events are posted for people.
+type Alerts struct {
+	Slack SlackAlerts `yaml:"slack"`
+}
+
+// SlackAlerts posts operator events to a Slack incoming webhook (internal/slack): dead letters,
+// large sends started, campaigns failed, and campaigns finished when asked. Unset, nothing is
+// posted. The sandbox runtime points it at the sandbox's fake webhook.
+type SlackAlerts struct {
+	WebhookURL       string `yaml:"webhook_url"`        // local only: the URL holds the secret in its path
+	WebhookURLSecret string `yaml:"webhook_url_secret"` // Secrets Manager name (AWS) holding the webhook URL
+	// ConsoleURL is the base URL of the operator console that posts link to
+	// (<console_url>/console#/dead-letters/<queue>); locally the API's URL when unset.
+	ConsoleURL       string `yaml:"console_url"`
+	CampaignFinished bool   `yaml:"campaign_finished"` // also post campaign_finished
+}
+
+// Enabled reports whether posts have somewhere to go.
+func (s SlackAlerts) Enabled() bool { return s.WebhookURL != "" || s.WebhookURLSecret != "" }
 
 // Consumer mirrors an SQS event source mapping.
 type Consumer struct {
@@ -520,6 +541,21 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if s := c.Alerts.Slack; s.WebhookURL != "" || s.ConsoleURL != "" || s.WebhookURLSecret != "" {
+		if s.WebhookURL != "" && s.WebhookURLSecret != "" {
+			bad("alerts.slack.webhook_url", "set webhook_url or webhook_url_secret, not both")
+		}
+		if s.WebhookURL != "" {
+			if u, err := url.Parse(s.WebhookURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad("alerts.slack.webhook_url", "is not an http(s) URL")
+			}
+		}
+		if s.ConsoleURL != "" {
+			if u, err := url.Parse(s.ConsoleURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+				bad("alerts.slack.console_url", "%q is not an http(s) base URL", s.ConsoleURL)
+			}
+		}
+	}
 	if !c.Sandbox {
 		if c.Providers.SES.From == "" {
 			bad("providers.ses.from", "required (a verified identity)")
@@ -632,6 +668,9 @@ func (c Config) Redacted() Config {
 	}
 	if c.Providers.WebPush.VAPIDPrivateKey != "" {
 		c.Providers.WebPush.VAPIDPrivateKey = "***"
+	}
+	if c.Alerts.Slack.WebhookURL != "" {
+		c.Alerts.Slack.WebhookURL = "***"
 	}
 	c.Extra = nil
 	return c

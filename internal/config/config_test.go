@@ -169,3 +169,29 @@ func TestWebPushConfig(t *testing.T) {
 		t.Error("the VAPID private key is not redacted")
 	}
 }
+
+func TestAlertsSlack(t *testing.T) {
+	t.Parallel()
+	base := "env: dev\nsandbox: true\nservices: [{name: orders, api_keys: [orders-key-123]}]\ncontacts: {encryption_key: aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}\n"
+	c, err := Parse([]byte(base + "alerts: {slack: {webhook_url: 'https://hooks.example.com/services/T0/B0/secret', console_url: 'https://herald.example.com', campaign_finished: true}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Alerts.Slack.Enabled() || !c.Alerts.Slack.CampaignFinished {
+		t.Fatalf("alerts.slack = %+v", c.Alerts.Slack)
+	}
+	if r := c.Redacted(); strings.Contains(r.Alerts.Slack.WebhookURL, "secret") || c.Alerts.Slack.WebhookURL == "***" {
+		t.Fatal("Redacted must mask the webhook URL in a copy")
+	}
+	for yaml, want := range map[string]string{
+		"alerts: {slack: {webhook_url: 'hooks/T0'}}":                                                   "alerts.slack.webhook_url",
+		"alerts: {slack: {webhook_url: 'https://h.example.com/x', webhook_url_secret: herald/slack}}":  "alerts.slack.webhook_url: set webhook_url or webhook_url_secret",
+		"alerts: {slack: {webhook_url_secret: herald/slack, console_url: 'ftp://x'}}":                  "alerts.slack.console_url",
+		"alerts: {slack: {webhook_url_secret: herald/slack, console_url: 'https://x.example.com#/a'}}": "alerts.slack.console_url",
+		"alerts: {slack: {webhook: 'https://h.example.com/x'}}":                                        "webhook",
+	} {
+		if _, err := Parse([]byte(base + yaml + "\n")); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one naming %q", yaml, err, want)
+		}
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"herald/internal/ratelimit"
 	"herald/internal/sandbox"
 	"herald/internal/seal"
+	"herald/internal/slack"
 	"herald/internal/sqlite"
 	"herald/internal/webpush"
 )
@@ -45,10 +46,14 @@ type Options struct {
 	// fields take api's defaults, e.g. a request must arrive, body included, within 30 s.
 	HTTP api.ServerLimits
 	// Events receive the operator events (large_send_started, campaign_finished,
-	// campaign_failed); nil: one log line each on Logger (notify.LogEvents).
+	// campaign_failed, message_dead_lettered); nil: one log line each on Logger
+	// (notify.LogEvents). With alerts.slack configured — or in sandbox mode, where posts go to
+	// the sandbox's fake webhook — they are posted to Slack too.
 	Events notify.Events
 	// ExportLinkTTL is how long an export's download link is valid; default notify.ExportLinkTTL.
 	ExportLinkTTL time.Duration
+	// AlertFold is the Slack alerts' folding window; 0: a minute (tests shorten it).
+	AlertFold time.Duration
 }
 
 // Runtime is a running local Herald.
@@ -60,6 +65,7 @@ type Runtime struct {
 	Pipeline  *pipeline.Pipeline
 	Campaigns *campaign.Steps // pause, resume, cancel; the runner loop drives the rest
 	Exports   *export.Builder // builds export files under DataDir/exports
+	Alerts    *slack.Notifier // Slack alerts; nil when they are off
 	URL       string          // API base URL
 
 	cfg     *config.Config
@@ -152,6 +158,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		}
 		r.closers = append([]func() error{r.Sandbox.Close}, r.closers...)
 	}
+	r.Alerts = r.startAlerts(&o)
 	senders, closeSenders, err := buildSenders(ctx, o.Config, r.Sandbox)
 	if err != nil {
 		return nil, err
@@ -202,6 +209,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		return nil, fmt.Errorf("local: listen %s: %w", o.Addr, err)
 	}
 	r.URL = "http://" + ln.Addr().String()
+	if r.Alerts != nil {
+		r.Alerts.SetConsoleURL(r.URL) // the API serves the console locally
+	}
 	extra := map[string]http.Handler{}
 	if r.Sandbox != nil {
 		extra["GET /sandbox/deliveries"] = r.Sandbox.Handler()
@@ -209,6 +219,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		// Subscriptions minted here get endpoints on the API's address, which a restart keeps.
 		extra["POST /sandbox/webpush/subscriptions"] = r.Sandbox.Handler()
 		extra["POST /sandbox/webpush/push/{subscription}"] = r.Sandbox.Handler()
+		extra["GET /sandbox/slack"] = r.Sandbox.Handler()
+		extra["DELETE /sandbox/slack"] = r.Sandbox.Handler()
 	}
 	r.server = api.NewServer(api.New(api.Options{
 		Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
@@ -239,6 +251,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		c.Gate = gate
 		c.Foreground = c.stage == notify.StageIngest || strings.HasSuffix(c.Queue, "-"+string(notify.LaneRealtime))
 		c.Background = strings.HasSuffix(c.Queue, "-"+string(notify.LaneBulk))
+		c.Events = o.Events
 		pool(wctx, r.Queue, c.Consumer, o.Logger, &r.workers)
 	}
 	r.loops.Add(1)

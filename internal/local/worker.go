@@ -28,6 +28,8 @@ type Consumer struct {
 	Gate       *Gate
 	Foreground bool
 	Background bool
+	// Events hears of every message dead-lettered here (nil: none), as the Lambda glue's do.
+	Events notify.Events
 }
 
 // Gate is the local runtime's lane priority. In AWS each lane has its own Lambdas and nothing is
@@ -118,7 +120,7 @@ func handle(ctx context.Context, q notify.Queue, c Consumer, msgs []notify.Messa
 	}
 	for _, m := range msgs {
 		if err, ok := failed[m.ID]; ok && err != nil {
-			pipeline.SettleFailed(ctx, q, c.Queue, c.DLQ, m, err, c.RetryBase, c.RetryMax, log)
+			pipeline.SettleFailed(ctx, q, c.Queue, c.DLQ, m, err, c.RetryBase, c.RetryMax, log, c.Events)
 			continue
 		}
 		if derr := q.Delete(ctx, c.Queue, m.ReceiptHandle); derr != nil && !notify.IsCode(derr, notify.ECONFLICT) {

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"maps"
@@ -20,6 +21,9 @@ const (
 	EventLargeSendStarted = "large_send_started"
 	EventCampaignFinished = "campaign_finished" // its audience is exhausted and every chunk dispatched
 	EventCampaignFailed   = "campaign_failed"   // a step failed permanently; the campaign is FAILED
+	// EventMessageDeadLettered: a stage failed permanently on a queue message and moved it to
+	// the queue's DLQ (see DeadLetterEvent).
+	EventMessageDeadLettered = "message_dead_lettered"
 )
 
 // EventSource names Herald as the emitter of its operator events (EventBridge's source).
@@ -38,7 +42,8 @@ func EventTitle(eventType string) string {
 }
 
 // Event is an operator event: something about a send as a whole, never about a recipient. It
-// carries ids and counts only — never an address, token, key or message content.
+// carries ids and counts only — never an address, token, key or message content; the one
+// excerpt of a message it carries (message_dead_lettered's payload) is masked by MaskPayload.
 type Event struct {
 	Type           string    `json:"type"`
 	Time           time.Time `json:"time"`
@@ -50,7 +55,8 @@ type Event struct {
 	Recipients int `json:"recipients"`
 	// Detail holds what only some types have: category, channels (and a notification's chunks)
 	// for large_send_started; chunks for campaign_finished; code and error (the message the
-	// campaign's API shows) for campaign_failed.
+	// campaign's API shows) for campaign_failed; queue, message_id, code, reason and payload
+	// for message_dead_lettered.
 	Detail map[string]any `json:"detail,omitempty"`
 }
 
@@ -109,4 +115,31 @@ func (t tee) Emit(ctx context.Context, e Event) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Bounds of a message_dead_lettered event's excerpts: enough to recognise the message and the
+// failure, small enough for a chat line and an EventBridge entry.
+const (
+	deadLetterReasonMax  = 500
+	deadLetterPayloadMax = 300
+)
+
+// DeadLetterEvent is the message_dead_lettered event for message id of queue, moved to its DLQ
+// because its stage failed permanently with code and reason. The reason and the payload
+// excerpt are masked (MaskText, MaskPayload) and truncated; the notification id is taken from
+// the body when it names one.
+func DeadLetterEvent(at time.Time, queue, id, code, reason string, body []byte) Event {
+	var ids struct {
+		NotificationID string `json:"notification_id"`
+		CampaignID     string `json:"campaign_id"`
+	}
+	_ = json.Unmarshal(body, &ids) // a malformed body (often why it is here) names none
+	return Event{
+		Type: EventMessageDeadLettered, Time: at, NotificationID: ids.NotificationID, CampaignID: ids.CampaignID,
+		Detail: map[string]any{
+			"queue": queue, "message_id": id, "code": code,
+			"reason":  Truncate(MaskText(reason), deadLetterReasonMax),
+			"payload": Truncate(string(MaskPayload(body)), deadLetterPayloadMax),
+		},
+	}
 }

@@ -1,6 +1,8 @@
 package notify
 
 import (
+	"encoding/json"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -65,4 +67,63 @@ func Truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// secretFieldText finds a secret key's string value in text that is not valid JSON (up to its
+// closing quote, or the end of a body cut short).
+var secretFieldText = regexp.MustCompile(`("(address|token|fcm_token|apns_token|email|phone)"\s*:\s*")((?:[^"\\]|\\.)*)("?)`)
+
+// secretKeys are JSON keys whose string values are device tokens or contact addresses.
+var secretKeys = map[string]bool{"address": true, "token": true, "fcm_token": true, "apns_token": true, "email": true, "phone": true}
+
+// MaskPayload returns a message body with every device token, email address and phone number
+// masked, as JSON (a body that is not JSON comes back as a masked JSON string). The DLQ listing
+// and the message_dead_lettered event show payloads only through it.
+func MaskPayload(body []byte) json.RawMessage {
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		// Malformed JSON — often why a message is dead-lettered — still names its tokens and
+		// addresses under their keys.
+		text := secretFieldText.ReplaceAllStringFunc(string(body), func(f string) string {
+			m := secretFieldText.FindStringSubmatch(f)
+			return m[1] + maskValue(m[2], m[3]).(string) + m[4] // a body cut short may not close it
+		})
+		b, _ := json.Marshal(MaskText(text))
+		return b
+	}
+	b, _ := json.Marshal(maskValue("", v))
+	return b
+}
+
+func maskValue(key string, v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = maskValue(k, e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = maskValue(key, e)
+		}
+		return x
+	case string:
+		if secretKeys[key] {
+			switch _, webPush := ParseWebPushToken(x); {
+			case webPush: // before the "@" test: a push service's endpoint may hold one
+				return MaskToken(x)
+			case strings.Contains(x, "@"):
+				return MaskEmail(x)
+			case strings.HasPrefix(x, "+"):
+				return MaskPhone(x)
+			default:
+				return MaskToken(x)
+			}
+		}
+		if strings.HasPrefix(strings.TrimSpace(x), "{") { // an embedded JSON document (SNS Message)
+			return string(MaskPayload([]byte(x)))
+		}
+		return MaskText(x)
+	}
+	return v
 }

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"herald/internal/notify"
 	"herald/internal/pipeline"
+	"herald/internal/sqlite"
 )
 
 type sink struct {
@@ -88,5 +91,54 @@ func TestIngestEmitsLargeSendStarted(t *testing.T) {
 	}
 	if len(ev.evs) != 2 || ev.evs[1].Recipients != 1500 {
 		t.Fatalf("events %+v, want a second large_send_started for 1500", ev.evs)
+	}
+}
+
+// TestDeadLetterEmitsAnEvent: a message settled as dead-lettered is announced as
+// message_dead_lettered, with its queue, id, code, reason and masked payload; a failed Emit
+// changes nothing about the settle — the message is still in the DLQ and gone from its queue.
+func TestDeadLetterEmitsAnEvent(t *testing.T) {
+	t.Parallel()
+	for _, fail := range []bool{false, true} {
+		db, _ := openStore(t)
+		const queue = "send-realtime"
+		q, err := sqlite.NewQueue(db, []notify.QueueConfig{{Name: queue, MaxReceiveCount: 5, DLQ: notify.DLQName(queue)}}, notify.SystemClock{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(q.Close)
+		ctx := context.Background()
+		body := `{"notification_id":"n-1","address":"alice.secret@example.com"`
+		if err := q.Send(ctx, queue, notify.OutMessage{Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := q.Receive(ctx, queue, 1, time.Minute, 0)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("receive: %v %v", msgs, err)
+		}
+		s := &sink{fail: fail}
+		cause := notify.Errorf(notify.EINVALID, "send: bad body for alice.secret@example.com")
+		if a := pipeline.SettleFailed(ctx, q, queue, notify.DLQName(queue), msgs[0], cause, time.Second, time.Minute,
+			slog.New(slog.DiscardHandler), s); a != pipeline.DeadLetter {
+			t.Fatalf("fail=%v: action %v, want DeadLetter", fail, a)
+		}
+		if len(s.evs) != 1 {
+			t.Fatalf("fail=%v: %d events, want 1", fail, len(s.evs))
+		}
+		e := s.evs[0]
+		if e.Type != notify.EventMessageDeadLettered || e.NotificationID != "" || e.Detail["queue"] != queue ||
+			e.Detail["message_id"] != msgs[0].ID || e.Detail["code"] != notify.EINVALID {
+			t.Fatalf("event = %+v", e)
+		}
+		b, _ := json.Marshal(e)
+		if strings.Contains(string(b), "alice.secret") || !strings.Contains(string(b), "a***@example.com") {
+			t.Fatalf("event not masked: %s", b)
+		}
+		if st, _ := q.Stats(ctx, notify.DLQName(queue)); st.Visible != 1 {
+			t.Fatalf("fail=%v: DLQ %+v, want the message", fail, st)
+		}
+		if st, _ := q.Stats(ctx, queue); st.Visible+st.InFlight != 0 {
+			t.Fatalf("fail=%v: queue %+v, want it gone", fail, st)
+		}
 	}
 }

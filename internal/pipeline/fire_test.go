@@ -79,7 +79,7 @@ func (h *fireHarness) ingest(t *testing.T, service string, bodies ...[]byte) {
 	}
 	for _, m := range msgs {
 		if err, ok := failed[m.ID]; ok {
-			pipeline.SettleFailed(t.Context(), h.q, queue, notify.DLQName(queue), m, err, time.Second, time.Minute, slog.New(slog.DiscardHandler))
+			pipeline.SettleFailed(t.Context(), h.q, queue, notify.DLQName(queue), m, err, time.Second, time.Minute, slog.New(slog.DiscardHandler), nil)
 		} else if err := h.q.Delete(t.Context(), queue, m.ReceiptHandle); err != nil {
 			t.Fatal(err)
 		}

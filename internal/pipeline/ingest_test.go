@@ -68,7 +68,7 @@ func TestIngestDeadLettersReusedKey(t *testing.T) {
 		if !notify.IsCode(f.Err, notify.EKEYREUSED) {
 			t.Fatalf("failure %v, want %s", f.Err, notify.EKEYREUSED)
 		}
-		if a := pipeline.SettleFailed(ctx, q, queue, notify.DLQName(queue), msgs[i], f.Err, time.Second, time.Minute, log); a != pipeline.DeadLetter {
+		if a := pipeline.SettleFailed(ctx, q, queue, notify.DLQName(queue), msgs[i], f.Err, time.Second, time.Minute, log, nil); a != pipeline.DeadLetter {
 			t.Fatalf("action %v, want DeadLetter", a)
 		}
 	}
@@ -140,7 +140,7 @@ func TestIngestRendersTemplates(t *testing.T) {
 		t.Fatalf("failures = %+v, want both messages", fails)
 	}
 	for i, f := range fails {
-		if a := pipeline.SettleFailed(ctx, q, queue, notify.DLQName(queue), msgs[i], f.Err, time.Second, time.Minute, log); a != pipeline.DeadLetter {
+		if a := pipeline.SettleFailed(ctx, q, queue, notify.DLQName(queue), msgs[i], f.Err, time.Second, time.Minute, log, nil); a != pipeline.DeadLetter {
 			t.Fatalf("action %v, want DeadLetter", a)
 		}
 	}

@@ -63,9 +63,11 @@ func Run(ctx context.Context, h Handler, msgs []notify.Message, log *slog.Logger
 // permanent one copies it to dlq with its reason (AttrErrorCode, AttrErrorReason,
 // AttrSourceQueue) and deletes it — or, when the copy fails, leaves it to come back after base,
 // so the queue's maxReceiveCount gets it to the DLQ in the end. It returns the action taken.
-// log should carry the queue's name.
+// log should carry the queue's name. A message dead-lettered is announced on events (nil: none)
+// as message_dead_lettered (notify.DeadLetterEvent); the event is advisory — a failed Emit is
+// logged (the adapter counts it) and changes nothing about the settle.
 func SettleFailed(ctx context.Context, q notify.Queue, queue, dlq string, m notify.Message, err error,
-	base, max time.Duration, log *slog.Logger) Action {
+	base, max time.Duration, log *slog.Logger, events notify.Events) Action {
 	action, delay := Settle(err, m.ReceiveCount, base, max)
 	switch action {
 	case Retry:
@@ -93,6 +95,12 @@ func SettleFailed(ctx context.Context, q notify.Queue, queue, dlq string, m noti
 			return Retry
 		}
 		log.Error("message dead-lettered", "dlq", dlq, "message_id", m.ID, "code", notify.ErrorCode(err), "error", err.Error())
+		if events != nil {
+			e := notify.DeadLetterEvent(time.Now().UTC(), queue, m.ID, notify.ErrorCode(err), err.Error(), m.Body)
+			if eerr := events.Emit(ctx, e); eerr != nil {
+				log.Warn("operator event not emitted", "event", e.Type, "message_id", m.ID, "error", eerr)
+			}
+		}
 		if derr := q.Delete(ctx, queue, m.ReceiptHandle); derr != nil && !notify.IsCode(derr, notify.ECONFLICT) {
 			log.Error("delete after dead-letter failed", "message_id", m.ID, "error", derr)
 		}

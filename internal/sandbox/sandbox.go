@@ -2,7 +2,8 @@
 // v1, APNs over HTTP/2 with JWT auth, SES v2, Twilio Messages, Solapi's AlimTalk send — so the
 // real SDKs and clients talk to them unchanged. Every accepted message is recorded (durably, when
 // a file is given) and listed at GET /sandbox/deliveries. Failures are injected
-// deterministically by address; see rules.go.
+// deterministically by address; see rules.go. A fake Slack incoming webhook takes the operator
+// alerts (slack.go), listed apart at GET /sandbox/slack.
 package sandbox
 
 import (
@@ -56,6 +57,8 @@ type Server struct {
 	alimtalkMu   sync.Mutex
 	alimtalkKeys map[string]string    // Solapi API key → secret (TrustAlimTalkKey)
 	alimtalkSigs map[string]time.Time // signatures seen, refused again within 15 minutes
+
+	slack slackPosts // the fake Slack webhook's posts (slack.go)
 
 	feedback sync.WaitGroup // pending SES feedback callbacks
 	closedMu sync.Mutex
@@ -120,6 +123,7 @@ func (s *Server) routes() {
 	s.twilioRoutes(s.mux)
 	s.alimtalkRoutes(s.mux)
 	s.webPushRoutes(s.mux)
+	s.slackRoutes(s.mux)
 }
 
 // URL is the plain-HTTP base URL, e.g. http://127.0.0.1:41234.

@@ -29,6 +29,11 @@ type Queue struct {
 	queues  map[string]*queueState // fixed after NewQueue, so read without a lock
 	stmts   sync.Map               // SQL text → *sql.Stmt prepared on the writer connection
 	deletes queueDeletes
+	// OnDeadLetter, when set (before the first Receive), hears of every message the queue
+	// itself moves to its DLQ for having used up its receives — what SQS's redrive policy does
+	// without telling anyone — after the move is committed. It runs on the receiving goroutine
+	// and must not block.
+	OnDeadLetter func(queue string, m notify.Message)
 }
 
 var _ notify.Queue = (*Queue)(nil)
@@ -345,12 +350,13 @@ func (q *Queue) receiveOnce(ctx context.Context, st *queueState, max int, visibi
 	name := st.cfg.Name
 	next = queueFallbackPoll
 	dead := 0
+	var moved []notify.Message
 	prepared, err := q.stmt(ctx, queueReceiveSQL)
 	if err != nil {
 		return nil, 0, queueDBError(err, "receive %s", name)
 	}
 	err = q.db.Tx(ctx, func(tx *sql.Tx) error {
-		out, dead = out[:0], 0
+		out, dead, moved = out[:0], 0, moved[:0]
 		receive := tx.StmtContext(ctx, prepared)
 		for len(out) < max {
 			limit := max - len(out)
@@ -362,6 +368,7 @@ func (q *Queue) receiveOnce(ctx context.Context, st *queueState, max int, visibi
 			for _, r := range got {
 				if st.dlq != nil && r.msg.ReceiveCount > st.cfg.MaxReceiveCount {
 					deadSeqs = append(deadSeqs, r.seq)
+					moved = append(moved, r.msg)
 					continue
 				}
 				out = append(out, r.msg)
@@ -398,6 +405,12 @@ func (q *Queue) receiveOnce(ctx context.Context, st *queueState, max int, visibi
 	}
 	if dead > 0 {
 		st.dlq.waker.signal(1)
+		if q.OnDeadLetter != nil {
+			for _, m := range moved {
+				m.ReceiveCount-- // as the UPDATE recorded it
+				q.OnDeadLetter(name, m)
+			}
+		}
 	}
 	if len(out) > 0 {
 		// The claimed messages come back if not deleted in time: have a waiter look then.

@@ -253,3 +253,38 @@ func BenchmarkQueueThroughput(b *testing.B) {
 		b.ReportMetric(float64(msgs.Load())/b.Elapsed().Seconds(), "msgs/s")
 	})
 }
+
+// TestQueueReportsDeadLetters: a message that uses up its receives is moved to the DLQ by the
+// queue itself and reported once through OnDeadLetter, with the receives it really had.
+func TestQueueReportsDeadLetters(t *testing.T) {
+	t.Parallel()
+	q, _ := openTestQueue(t, filepath.Join(t.TempDir(), "queue.db"), testQueueCfgs)
+	type report struct {
+		queue, id string
+		receives  int
+	}
+	var got []report
+	q.OnDeadLetter = func(queue string, m notify.Message) { got = append(got, report{queue, m.ID, m.ReceiveCount}) }
+	ctx := context.Background()
+	if err := q.Send(ctx, "work", notify.OutMessage{Body: []byte(`{"n":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for i := range 3 {
+		msgs, err := q.Receive(ctx, "work", 1, time.Millisecond, 0)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("receive %d = %v %v", i, msgs, err)
+		}
+		id = msgs[0].ID
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(got) != 0 {
+		t.Fatalf("reported before the receives ran out: %v", got)
+	}
+	if msgs, err := q.Receive(ctx, "work", 1, time.Millisecond, 0); err != nil || len(msgs) != 0 {
+		t.Fatalf("fourth receive = %v %v", msgs, err)
+	}
+	if len(got) != 1 || got[0] != (report{"work", id, 3}) {
+		t.Fatalf("reported %v, want one of work/%s after 3 receives", got, id)
+	}
+}

@@ -25,6 +25,8 @@ type Glue struct {
 	RetryBase time.Duration
 	RetryMax  time.Duration
 	Logger    *slog.Logger // nil: slog.Default()
+	// Events hears of every message dead-lettered (message_dead_lettered); nil: none.
+	Events notify.Events
 }
 
 // Handle runs h on ev's records and returns the partial batch response. It returns an error
@@ -72,7 +74,7 @@ func (g *Glue) Handle(ctx context.Context, ev events.SQSEvent, h pipeline.Handle
 		if err == nil {
 			continue
 		}
-		pipeline.SettleFailed(ctx, g.Queue, g.QueueName, g.DLQName, m, err, base, maxDelay, log)
+		pipeline.SettleFailed(ctx, g.Queue, g.QueueName, g.DLQName, m, err, base, maxDelay, log, g.Events)
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.ID})
 	}
 	for id := range failed {

@@ -1,0 +1,106 @@
+package awsenv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"herald/internal/config"
+	"herald/internal/notify"
+	"herald/internal/slack"
+)
+
+// TestAlertsHandler: the alerts function posts a dead letter from its EventBridge envelope
+// (events/alerts), folds the next ones of the queue within the minute into the post after it,
+// counts a post Slack refuses without failing, and refuses an event that is not Herald's.
+func TestAlertsHandler(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var posts []string
+	status := http.StatusOK
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		posts = append(posts, string(b))
+		w.WriteHeader(status)
+	}))
+	defer hook.Close()
+	cfg := config.Dev()
+	cfg.Alerts.Slack = config.SlackAlerts{WebhookURL: hook.URL + "/services/T/B/secret", ConsoleURL: "https://herald.example.com"}
+	a, err := newAlerts(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	a.Metrics = &emf{w: &metrics, env: "test", now: time.Now}
+	now := time.Unix(1000, 0)
+	a.Now = func() time.Time { return now }
+
+	raw, err := os.ReadFile("../../events/alerts/eventbridge-message-dead-lettered.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.EventBridgeEvent
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // one post, two folded
+		if err := a.Handle(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = now.Add(slack.Window)
+	if err := a.Handle(t.Context(), ev); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := append([]string(nil), posts...)
+	mu.Unlock()
+	if len(got) != 2 {
+		t.Fatalf("%d posts, want 2: %v", len(got), got)
+	}
+	for _, want := range []string{"Message dead-lettered on `send-realtime`", "send: body is not a send batch",
+		"https://herald.example.com/console#/dead-letters/send-realtime"} {
+		if !strings.Contains(got[0], want) {
+			t.Errorf("post lacks %q: %s", want, got[0])
+		}
+	}
+	if !strings.Contains(got[1], "and 2 more in the last minute") {
+		t.Errorf("second post does not carry the folded count: %s", got[1])
+	}
+
+	status = http.StatusInternalServerError
+	now = now.Add(slack.Window)
+	if err := a.Handle(t.Context(), ev); err != nil {
+		t.Fatalf("a failed post failed the invocation: %v", err)
+	}
+	for _, m := range []string{`"SlackPosts":1`, `"SlackPostsFolded":1`, `"SlackPostsFailed":1`} {
+		if !strings.Contains(metrics.String(), m) {
+			t.Errorf("metrics lack %s:\n%s", m, metrics.String())
+		}
+	}
+
+	ev.Source = "aws.s3"
+	if err := a.Handle(t.Context(), ev); !notify.IsCode(err, notify.EINVALID) {
+		t.Fatalf("an event from elsewhere: %v, want invalid", err)
+	}
+}
+
+func TestAlertsNeedAWebhook(t *testing.T) {
+	t.Parallel()
+	if _, err := newAlerts(context.Background(), config.Dev(), slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "alerts.slack.webhook_url_secret") {
+		t.Fatalf("err = %v", err)
+	}
+}
