@@ -20,6 +20,7 @@ import (
 	"herald/internal/api"
 	"herald/internal/campaign"
 	"herald/internal/config"
+	"herald/internal/inboxstream"
 	"herald/internal/notify"
 	"herald/internal/pipeline"
 	"herald/internal/ratelimit"
@@ -55,8 +56,9 @@ type Runtime struct {
 	Scheduler *sqlite.Scheduler
 	Sandbox   *sandbox.Server // nil unless Config.Sandbox
 	Pipeline  *pipeline.Pipeline
-	Campaigns *campaign.Steps // pause, resume, cancel; the runner loop drives the rest
-	URL       string          // API base URL
+	Campaigns *campaign.Steps  // pause, resume, cancel; the runner loop drives the rest
+	Inbox     *inboxstream.Hub // the live inbox streams (GET /v1/users/{user}/inbox/stream)
+	URL       string           // API base URL
 
 	cfg     *config.Config
 	log     *slog.Logger
@@ -167,9 +169,10 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		string(notify.ProviderAlimTalk): {PerSecond: p.AlimTalk.RatePerSecond}, // a sender, no channel yet
 		webpush.RateKeyPrefix:           {PerSecond: p.WebPush.RatePerSecond},  // each push service origin on its own
 	}, o.Clock)
+	r.Inbox = inboxstream.New(inboxstream.Options{Inbox: r.Store, Users: r.Store, Clock: o.Clock, Log: o.Logger})
 	r.Pipeline = pipeline.New(pipeline.Deps{
 		Store: r.Store, Queue: r.Queue, Senders: senders, Limiter: limiter, Clock: o.Clock, Logger: o.Logger,
-		Events: o.Events,
+		Events: o.Events, InboxEvents: r.Inbox,
 	}, pipeline.Config{
 		MaxAttempts: o.Config.Retry.MaxAttempts,
 		RetryBase:   o.Config.Retry.Base.D(),
@@ -182,7 +185,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 
 	r.Campaigns = campaign.New(campaign.Deps{
 		Campaigns: r.Store, Audience: r.Store, Notifications: r.Store, Dispatcher: r.Pipeline,
-		Broadcasts: r.Store, Clock: o.Clock, Logger: o.Logger, Events: o.Events,
+		Broadcasts: r.Store, Clock: o.Clock, Logger: o.Logger, Events: o.Events, InboxEvents: r.Inbox,
 	}, campaign.Config{InboxTTL: o.Config.Inbox.TTL.D()})
 
 	// API first, so a port conflict fails before any work starts.
@@ -205,6 +208,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		Scheduler: r.Scheduler, Apps: o.Config.ProviderApps(), CursorKey: api.CursorKeyFrom(o.Config.Contacts.EncryptionKey),
 		Audit:          r.Store,
 		VAPIDPublicKey: o.Config.Providers.WebPush.VAPIDPublicKey, LocalPushEndpoints: o.Config.Sandbox,
+		InboxEvents: r.Inbox, InboxStream: r.Inbox,
 		// The store creates and reads campaigns; the steps pause, resume and cancel them.
 		Campaigns: struct {
 			notify.CampaignStore
@@ -315,6 +319,9 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	var errs []error
 	if r.server != nil {
 		errs = append(errs, r.server.Shutdown(ctx))
+	}
+	if r.Inbox != nil { // Shutdown leaves upgraded connections alone
+		errs = append(errs, r.Inbox.Close())
 	}
 	if r.cancel != nil {
 		r.cancel()
