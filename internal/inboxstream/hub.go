@@ -194,27 +194,31 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.mu.Unlock()
 	}()
 
-	// The stream is one way: reading only handles pings and the close, and ctx ends with it.
-	ctx := conn.CloseRead(context.WithoutCancel(r.Context()))
-	var first []notify.InboxEvent
-	now := h.o.Clock.Now()
+	// The client's messages are resume requests (notify.ParseResume), answered in order by the
+	// writer below; the reader also handles pings and the close, and ends ctx with the socket.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	resume := make(chan []byte, 1)
+	go func() {
+		defer cancel()
+		conn.SetReadLimit(4096)
+		for {
+			_, b, err := conn.Read(ctx)
+			if err != nil {
+				return
+			}
+			select {
+			case resume <- b:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	// ?last_event_id= resumes at once (the API checked it parses): a shortcut of this runtime;
+	// the resume message works on both.
 	if v := r.URL.Query().Get("last_event_id"); v != "" {
 		since, _ := notify.ParseInboxEventID(v)
-		first, err = notify.ReplaySince(ctx, h.o.Inbox, user, since, now)
-	} else {
-		var n int
-		if n, err = h.o.Inbox.UnreadCount(ctx, user, now); err == nil {
-			first = []notify.InboxEvent{notify.UnreadEvent(now, n)}
-		}
-	}
-	if err != nil {
-		h.o.Log.Error("inbox stream: opening events", "error", err)
-		conn.Close(websocket.StatusInternalError, "inbox unavailable")
-		return
-	}
-	for _, e := range first {
-		b, _ := json.Marshal(e)
-		if !h.write(ctx, conn, b) {
+		if !h.resume(ctx, conn, user, since) {
 			return
 		}
 	}
@@ -237,11 +241,41 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-c.gone:
 			conn.Close(c.code, c.why)
 			return
+		case b := <-resume:
+			since, bad := notify.ParseResume(b)
+			if bad != nil {
+				f, _ := json.Marshal(bad)
+				if !h.write(ctx, conn, f) {
+					return
+				}
+				continue
+			}
+			if !h.resume(ctx, conn, user, since) {
+				return
+			}
 		case <-ctx.Done():
 			conn.CloseNow()
 			return
 		}
 	}
+}
+
+// resume writes the answer to a resume from since (notify.Resume) straight to the socket: a
+// replay may be longer than the send buffer.
+func (h *Hub) resume(ctx context.Context, conn *websocket.Conn, user string, since time.Time) bool {
+	evs, err := notify.Resume(ctx, h.o.Inbox, user, since, h.o.Clock.Now())
+	if err != nil {
+		h.o.Log.Error("inbox stream: resume", "error", err)
+		conn.Close(websocket.StatusInternalError, "inbox unavailable")
+		return false
+	}
+	for _, e := range evs {
+		b, _ := json.Marshal(e)
+		if !h.write(ctx, conn, b) {
+			return false
+		}
+	}
+	return true
 }
 
 func (h *Hub) write(ctx context.Context, conn *websocket.Conn, b []byte) bool {

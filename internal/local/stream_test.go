@@ -34,6 +34,15 @@ func (e *env) openStream(user, query string) *stream {
 	return &stream{t: e.t, conn: conn}
 }
 
+// resume sends the resume message (lastID "": none).
+func (s *stream) resume(lastID string) {
+	s.t.Helper()
+	b, _ := json.Marshal(map[string]string{"action": "resume", "last_event_id": lastID})
+	if err := s.conn.Write(context.Background(), websocket.MessageText, b); err != nil {
+		s.t.Fatalf("send resume: %v", err)
+	}
+}
+
 // next is the next event, failing after 5 s.
 func (s *stream) next() notify.InboxEvent {
 	s.t.Helper()
@@ -44,7 +53,7 @@ func (s *stream) next() notify.InboxEvent {
 		s.t.Fatalf("read event: %v", err)
 	}
 	var ev notify.InboxEvent
-	if typ != websocket.MessageText || json.Unmarshal(b, &ev) != nil || ev.ID == "" {
+	if typ != websocket.MessageText || json.Unmarshal(b, &ev) != nil || (ev.ID == "") != (ev.Type == notify.InboxEventError) {
 		s.t.Fatalf("frame %v %q is not an inbox event", typ, b)
 	}
 	return ev
@@ -71,7 +80,8 @@ func TestInboxStreamLive(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	s := e.openStream("alice", "")
-	wantUnread(t, s.next(), 0) // the opening count
+	s.resume("")
+	wantUnread(t, s.next(), 0) // the answer to a resume from nothing: the count
 
 	start := time.Now()
 	id := e.send(notify.SendRequest{Channels: []notify.Channel{notify.ChannelInbox},
@@ -93,6 +103,7 @@ func TestInboxStreamLive(t *testing.T) {
 
 	// Another user's stream hears nothing of alice's inbox.
 	b := e.openStream("bob", "")
+	b.resume("")
 	wantUnread(t, b.next(), 0)
 	id2 := e.send(notify.SendRequest{Channels: []notify.Channel{notify.ChannelInbox},
 		Content: notify.Content{Title: "Second", Body: "b"}, Recipients: []notify.Recipient{{UserID: "alice"}}})
@@ -115,6 +126,7 @@ func TestInboxStreamResumes(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	s := e.openStream("alice", "")
+	s.resume("")
 	s.next()
 	first := e.send(notify.SendRequest{Channels: []notify.Channel{notify.ChannelInbox},
 		Content: notify.Content{Title: "Seen", Body: "b"}, Recipients: []notify.Recipient{{UserID: "alice"}}})
@@ -133,12 +145,24 @@ func TestInboxStreamResumes(t *testing.T) {
 		missed = append(missed, id)
 	}
 
-	r := e.openStream("alice", "&last_event_id="+last.ID)
-	for _, id := range missed { // oldest first, the one seen not again
-		if ev := r.next(); ev.Type != notify.InboxEventItem || ev.Item == nil || ev.Item.ID != id {
-			t.Fatalf("replayed %+v, want inbox.item %s", ev, id)
+	// Both ways to resume: the message (portable), and the query parameter of this runtime.
+	r := e.openStream("alice", "")
+	r.resume(last.ID)
+	q := e.openStream("alice", "&last_event_id="+last.ID)
+	for _, st := range []*stream{r, q} {
+		for _, id := range missed { // oldest first, the one seen not again
+			if ev := st.next(); ev.Type != notify.InboxEventItem || ev.Item == nil || ev.Item.ID != id {
+				t.Fatalf("replayed %+v, want inbox.item %s", ev, id)
+			}
 		}
+		wantUnread(t, st.next(), 3)
 	}
+	// A resume message that is not one is answered with an error event, and the stream goes on.
+	r.resume("yesterday")
+	if ev := r.next(); ev.Type != notify.InboxEventError || !strings.Contains(ev.Error, "last_event_id") {
+		t.Fatalf("bad resume answered %+v, want an error naming last_event_id", ev)
+	}
+	r.resume("")
 	wantUnread(t, r.next(), 3)
 
 	// A malformed last_event_id is refused before the upgrade, naming the parameter.
@@ -177,8 +201,10 @@ func TestInboxStreamBroadcast(t *testing.T) {
 	e := setup(t)
 	e.registerDevice("alice", "fcm-ws-alice-phone", "fcm", "default")
 	alice := e.openStream("alice", "")
+	alice.resume("")
 	alice.next()
 	bob := e.openStream("bob", "") // no device of the app: not targeted
+	bob.resume("")
 	bob.next()
 
 	id := e.campaignToApp("default", "Spring sale", notify.ChannelInbox)

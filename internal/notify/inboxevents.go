@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ const (
 	InboxEventRead      = "inbox.read"      // one item (or all: ItemID "") was marked read
 	InboxEventDeleted   = "inbox.deleted"   // one item was deleted
 	InboxEventUnread    = "inbox.unread"    // the unread count changed
+	InboxEventError     = "error"           // the client's last message was refused (Error says why)
 )
 
 // InboxEvent is one message of the live inbox stream, sent as JSON.
@@ -30,6 +32,47 @@ type InboxEvent struct {
 	Item   *InboxItem `json:"item,omitempty"`
 	ItemID string     `json:"item_id,omitempty"`
 	Unread *int       `json:"unread,omitempty"`
+	Error  string     `json:"error,omitempty"`
+}
+
+// ResumeAction is the one message a client sends: {"action":"resume","last_event_id":"…"}
+// once the socket is open asks for what it missed since that event ("" or no id: nothing, just
+// the current unread count). Live events flow from the moment the socket opens either way; the
+// AWS WebSocket API cannot send before the connection is up, so the replay is asked for, not
+// sent at connect.
+const ResumeAction = "resume"
+
+// ParseResume reads a client message. ok is false (with the error event to answer) if it is
+// not a resume message; since is zero when it names no event.
+func ParseResume(b []byte) (since time.Time, errEvent *InboxEvent) {
+	var m struct {
+		Action      string `json:"action"`
+		LastEventID string `json:"last_event_id"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil || m.Action != ResumeAction {
+		return time.Time{}, &InboxEvent{Type: InboxEventError, Error: `want {"action":"resume","last_event_id":"…"}`}
+	}
+	if m.LastEventID == "" {
+		return time.Time{}, nil
+	}
+	t, err := ParseInboxEventID(m.LastEventID)
+	if err != nil {
+		return time.Time{}, &InboxEvent{Type: InboxEventError, Error: "last_event_id: not an event id of this stream"}
+	}
+	return t, nil
+}
+
+// Resume is the answer to a resume message from userID: the replay since since (ReplaySince),
+// or, when since is zero, just the current unread count.
+func Resume(ctx context.Context, inbox InboxStore, userID string, since, now time.Time) ([]InboxEvent, error) {
+	if since.IsZero() {
+		n, err := inbox.UnreadCount(ctx, userID, now)
+		if err != nil {
+			return nil, fmt.Errorf("unread count of %s: %w", userID, err)
+		}
+		return []InboxEvent{UnreadEvent(now, n)}, nil
+	}
+	return ReplaySince(ctx, inbox, userID, since, now)
 }
 
 // InboxEvents publishes inbox events to the user's connected apps. Publishing is best effort:
