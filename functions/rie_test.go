@@ -240,6 +240,7 @@ func TestBinariesUnderEmulator(t *testing.T) {
 	// campaign: the state machine's task inputs, each step's output the next step's input (as
 	// the fixtures show it), and an unknown step failing the task.
 	campaignSteps(t, w, start(t, w, "campaign"), prepare, send)
+	streamSteps(t, w)
 	// api: 401 without a key.
 	api := start(t, w, "api")
 	var req events.APIGatewayV2HTTPRequest

@@ -108,6 +108,11 @@ var functionWiring = map[string]wiring{
 	// campaigns). Its queue and scheduler rights, and its appends to the audit log, are granted
 	// in addFunction.
 	adminFunction: {tables: map[string]access{"notifications": read}},
+	// The live inbox WebSocket API's $connect/$disconnect/$default: records connections (the
+	// connections table and ManageConnections, granted with the other publishers' in stream.go)
+	// and answers resume messages from the inbox (broadcasts are in the notifications table,
+	// their targeting read from users).
+	streamFunction: {tables: map[string]access{"inbox": read, "notifications": read, "users": read}},
 }
 
 // adminFunction serves /v1/admin/… (internal/awsenv.StartAdmin); the api function refuses those
@@ -259,6 +264,8 @@ func (h *herald) addFunction(name string) error {
 			}},
 		}))
 	}
+
+	h.streamEnv(name, role, env)
 
 	if w.events {
 		h.eventBus.GrantPutEventsTo(role, jsii.String("PutOperatorEvents")) // events:PutEvents on this bus only

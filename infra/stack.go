@@ -74,6 +74,7 @@ type herald struct {
 	listsBucket   awss3.Bucket // audience list uploads (audience.go), when functions/audience exists
 	apiURL        *string
 	api           awsapigatewayv2.HttpApi
+	wsAPI         awsapigatewayv2.CfnApi // the live inbox stream (stream.go), when functions/stream exists
 }
 
 // stageQueue is a queue a function consumes, with its DLQ.
@@ -120,11 +121,13 @@ func NewHeraldStack(scope constructs.Construct, id string, p *HeraldProps) (awsc
 	h.addScheduler()
 	h.addSES()
 	h.addEventBus()
+	h.addStreamAPI()
 	if err := h.addFunctions(); err != nil {
 		return nil, err
 	}
 	h.isolateIngestQueues()
 	h.addAPI()
+	h.addStreamRoutes()
 	h.addCampaign()
 	h.addAudience()
 	h.addMonitoring()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"slices"
@@ -130,9 +131,7 @@ func (v *JWTVerifier) Verify(ctx context.Context, token string) (string, error) 
 // for its sub), $disconnect (the connection forgotten) and $default (a resume message answered
 // through the management API, notify.Resume).
 func StreamHandler(verify func(ctx context.Context, token string) (string, error), inbox notify.InboxStore, conns *ddb.Connections,
-	pub *wsapi.Publisher, clock notify.Clock, log interface {
-		WarnContext(ctx context.Context, msg string, args ...any)
-	}) func(context.Context, events.APIGatewayWebsocketProxyRequest) (events.APIGatewayProxyResponse, error) {
+	pub *wsapi.Publisher, clock notify.Clock, log *slog.Logger) func(context.Context, events.APIGatewayWebsocketProxyRequest) (events.APIGatewayProxyResponse, error) {
 	ok := events.APIGatewayProxyResponse{StatusCode: http.StatusOK}
 	return func(ctx context.Context, req events.APIGatewayWebsocketProxyRequest) (events.APIGatewayProxyResponse, error) {
 		id := req.RequestContext.ConnectionID
@@ -151,11 +150,12 @@ func StreamHandler(verify func(ctx context.Context, token string) (string, error
 				}
 			}
 			if token == "" {
+				log.WarnContext(ctx, "stream: connect refused", "connection_id", id, "error", "no token")
 				return events.APIGatewayProxyResponse{StatusCode: http.StatusUnauthorized}, nil
 			}
 			user, err := verify(ctx, token)
 			if notify.IsCode(err, notify.EUNAUTHORIZED) {
-				log.WarnContext(ctx, "stream: connect refused", "error", err)
+				log.WarnContext(ctx, "stream: connect refused", "connection_id", id, "error", err)
 				return events.APIGatewayProxyResponse{StatusCode: http.StatusUnauthorized}, nil
 			}
 			if err != nil {
@@ -164,8 +164,10 @@ func StreamHandler(verify func(ctx context.Context, token string) (string, error
 			if err := conns.Put(ctx, ddb.Connection{ID: id, User: user}, now); err != nil {
 				return events.APIGatewayProxyResponse{}, err
 			}
+			log.InfoContext(ctx, "stream: connected", "connection_id", id)
 			return ok, nil
 		case "$disconnect":
+			log.InfoContext(ctx, "stream: disconnected", "connection_id", id)
 			return ok, conns.Delete(ctx, id)
 		default:
 			user, live, err := conns.User(ctx, id, now)
