@@ -46,7 +46,8 @@ type Hub struct {
 	o     Options
 	mu    sync.Mutex
 	conns map[string]map[*client]struct{}
-	wg    sync.WaitGroup
+	wg    sync.WaitGroup // the streams being served; Added under mu, so Close's Wait sees every Add
+	done  bool           // Close was called: no new streams
 }
 
 type client struct {
@@ -147,13 +148,19 @@ func (h *Hub) PublishBroadcast(ctx context.Context, b notify.Broadcast) {
 	}
 }
 
-func (h *Hub) add(c *client) {
+// add registers c; false once the hub is closed.
+func (h *Hub) add(c *client) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.done {
+		return false
+	}
+	h.wg.Add(1)
 	if h.conns[c.user] == nil {
 		h.conns[c.user] = map[*client]struct{}{}
 	}
 	h.conns[c.user][c] = struct{}{}
+	return true
 }
 
 // remove forgets c; h.mu is held.
@@ -185,8 +192,10 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // Accept has answered the request
 	}
 	c := &client{user: user, send: make(chan []byte, h.o.SendBuffer), gone: make(chan struct{})}
-	h.add(c)
-	h.wg.Add(1)
+	if !h.add(c) {
+		conn.Close(websocket.StatusGoingAway, "server shutting down")
+		return
+	}
 	defer h.wg.Done()
 	defer func() {
 		h.mu.Lock()
@@ -291,6 +300,7 @@ func (h *Hub) write(ctx context.Context, conn *websocket.Conn, b []byte) bool {
 // Close disconnects every stream (going away: clients reconnect) and waits for them to end.
 func (h *Hub) Close() error {
 	h.mu.Lock()
+	h.done = true
 	for _, cs := range h.conns {
 		for c := range cs {
 			c.drop(websocket.StatusGoingAway, "server shutting down: reconnect with last_event_id")
