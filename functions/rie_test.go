@@ -260,6 +260,7 @@ func TestBinariesUnderEmulator(t *testing.T) {
 		t.Fatalf("slack posts %+v, want one naming send-realtime and its reason\n%s", posts, alerts.logs)
 	}
 
+	streamSteps(t, w)
 	// api: 401 without a key.
 	api := start(t, w, "api")
 	var req events.APIGatewayV2HTTPRequest

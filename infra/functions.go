@@ -131,6 +131,11 @@ var functionWiring = map[string]wiring{
 	// the exports bucket; its job writes, and its S3 rights under exports/ only, are granted in
 	// addExports.
 	exportFunction: {tables: map[string]access{"notifications": read, "deliveries": read}},
+	// The live inbox WebSocket API's $connect/$disconnect/$default: records connections (the
+	// connections table and ManageConnections, granted with the other publishers' in stream.go)
+	// and answers resume messages from the inbox (broadcasts are in the notifications table,
+	// their targeting read from users).
+	streamFunction: {tables: map[string]access{"inbox": read, "notifications": read, "users": read}},
 }
 
 // alertsFunction posts operator events to Slack (internal/awsenv.StartAlerts). It is deployed
@@ -291,6 +296,8 @@ func (h *herald) addFunction(name string) error {
 			}},
 		}))
 	}
+
+	h.streamEnv(name, role, env)
 
 	if w.events {
 		h.eventBus.GrantPutEventsTo(role, jsii.String("PutOperatorEvents")) // events:PutEvents on this bus only

@@ -229,6 +229,18 @@ func (h *herald) addDashboard() {
 			graph("API latency p99 (ms)", 12, []awscloudwatch.IMetric{h.api.MetricLatency(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("p99")})}),
 		})
 	}
+	if h.wsAPI != nil {
+		ws := func(metric string) awscloudwatch.IMetric {
+			return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+				Namespace: jsii.String("AWS/ApiGateway"), MetricName: jsii.String(metric), Period: five, Statistic: jsii.String("Sum"),
+				DimensionsMap: &map[string]*string{"ApiId": h.wsAPI.Ref(), "Stage": jsii.String(streamStage)},
+			})
+		}
+		rows = append(rows, []awscloudwatch.IWidget{
+			graph("Live inbox stream: connects and messages (5 min)", 12, []awscloudwatch.IMetric{ws("ConnectCount"), ws("MessageCount")}),
+			graph("Live inbox stream: errors (5 min)", 12, []awscloudwatch.IMetric{ws("ClientError"), ws("ExecutionError"), ws("IntegrationError")}),
+		})
+	}
 	if h.campaign != nil {
 		o := &awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Sum")}
 		rows = append(rows, []awscloudwatch.IWidget{

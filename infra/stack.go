@@ -76,6 +76,7 @@ type herald struct {
 	exportsBucket awss3.Bucket // export files (exports.go), when functions/export exists
 	apiURL        *string
 	api           awsapigatewayv2.HttpApi
+	wsAPI         awsapigatewayv2.CfnApi // the live inbox stream (stream.go), when functions/stream exists
 }
 
 // stageQueue is a queue a function consumes, with its DLQ.
@@ -123,11 +124,13 @@ func NewHeraldStack(scope constructs.Construct, id string, p *HeraldProps) (awsc
 	h.addScheduler()
 	h.addSES()
 	h.addEventBus()
+	h.addStreamAPI()
 	if err := h.addFunctions(); err != nil {
 		return nil, err
 	}
 	h.isolateIngestQueues()
 	h.addAPI()
+	h.addStreamRoutes()
 	h.addCampaign()
 	h.addAudience()
 	h.addExports()

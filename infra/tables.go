@@ -27,7 +27,7 @@ func rateLimitTable(name string) ddb.TableSpec {
 // tableSpecs lists every table of environment prefix ("herald-dev-") by logical name.
 func tableSpecs(prefix string) (names []string, specs map[string]ddb.TableSpec) {
 	specs = map[string]ddb.TableSpec{}
-	for _, spec := range append(ddb.TableSpecs(ddb.TablesWithPrefix(prefix)), rateLimitTable(prefix+"ratelimit")) {
+	for _, spec := range append(ddb.TableSpecs(ddb.TablesWithPrefix(prefix)), rateLimitTable(prefix+"ratelimit"), ddb.ConnectionsTable(prefix+"connections")) {
 		logical := strings.TrimPrefix(spec.Name, prefix)
 		names = append(names, logical)
 		specs[logical] = spec

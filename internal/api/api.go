@@ -91,6 +91,12 @@ type Options struct {
 	ExportLinks   ExportLinks
 	ExportFiles   ExportFiles
 	ExportLinkTTL time.Duration
+	// InboxEvents hears inbox reads and deletes made through the API (the live inbox stream);
+	// nil: none.
+	InboxEvents notify.InboxEvents
+	// InboxStream serves GET /v1/users/{user}/inbox/stream, the WebSocket upgrade, after the
+	// caller is authenticated for {user} (r.PathValue("user")). Nil: that route answers 501.
+	InboxStream http.Handler
 }
 
 // Principal is who a request acts as: a calling service, or an end user, who may only use
@@ -107,7 +113,10 @@ type route struct {
 	Path    string // a Go ServeMux path, which is also the OpenAPI path
 	Public  bool   // served without an API key
 	EndUser bool   // an end user may call it for their own {user}
-	handle  func(s *server, w http.ResponseWriter, r *http.Request) error
+	// QueryKey also takes the bearer key from the access_token query parameter: a browser
+	// cannot set headers on a WebSocket handshake.
+	QueryKey bool
+	handle   func(s *server, w http.ResponseWriter, r *http.Request) error
 }
 
 var routes = []route{
@@ -152,6 +161,7 @@ var routes = []route{
 	{Method: "POST", Path: "/v1/users/{user}/inbox/read-all", EndUser: true, handle: (*server).markAllRead},
 	{Method: "POST", Path: "/v1/users/{user}/inbox/{id}/read", EndUser: true, handle: (*server).markRead},
 	{Method: "DELETE", Path: "/v1/users/{user}/inbox/{id}", EndUser: true, handle: (*server).deleteInboxItem},
+	{Method: "GET", Path: "/v1/users/{user}/inbox/stream", EndUser: true, QueryKey: true, handle: (*server).inboxStream},
 
 	{Method: "GET", Path: "/v1/admin/queues", handle: (*server).listQueues},
 	{Method: "GET", Path: "/v1/admin/queues/{queue}/dead-letters", handle: (*server).listDeadLetters},
@@ -194,6 +204,8 @@ type server struct {
 	exportLinks      ExportLinks
 	exportFiles      ExportFiles
 	exportLinkTTL    time.Duration
+	inboxEvents      notify.InboxEvents
+	stream           http.Handler
 }
 
 type apiKey struct {
@@ -233,6 +245,8 @@ func New(o Options) http.Handler {
 		exportLinks:      o.ExportLinks,
 		exportFiles:      o.ExportFiles,
 		exportLinkTTL:    o.ExportLinkTTL,
+		inboxEvents:      o.InboxEvents,
+		stream:           o.InboxStream,
 	}
 	if s.exportLinkTTL <= 0 {
 		s.exportLinkTTL = notify.ExportLinkTTL
@@ -340,6 +354,9 @@ func (s *server) endpoint(rt route) http.Handler {
 	params := pathParams(rt.Path)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !rt.Public {
+			if tok := r.URL.Query().Get("access_token"); rt.QueryKey && tok != "" && r.Header.Get("Authorization") == "" {
+				r.Header.Set("Authorization", "Bearer "+tok)
+			}
 			p, err := s.principal(r)
 			if err != nil {
 				if notify.IsCode(err, notify.EUNAUTHORIZED) { // a known caller refused (403) needs no new credentials

@@ -71,6 +71,10 @@ type Env struct {
 	// them all).
 	DB *dynamo.DB
 
+	// InboxEvents publishes to the live inbox stream's connections (EnvConnectionsTable and
+	// EnvWebSocketEndpoint set); nil: no stream.
+	InboxEvents notify.InboxEvents
+
 	// CursorKey signs the API's paging cursors; derived from the contact encryption key, so every
 	// API instance agrees.
 	CursorKey []byte
@@ -167,8 +171,11 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 		return nil, err
 	}
 	e.Events = notify.TeeEvents(notify.LogEvents{Logger: log}, bus)
+	if pub, _ := e.inboxEvents(); pub != nil {
+		e.InboxEvents = pub
+	}
 	e.Pipeline = pipeline.New(pipeline.Deps{Store: e.Store, Queue: e.Queue, Senders: senders, Limiter: limiter, Logger: log,
-		Metrics: metrics, Events: e.Events},
+		Metrics: metrics, Events: e.Events, InboxEvents: e.InboxEvents},
 		pipeline.Config{
 			MaxAttempts: cfg.Retry.MaxAttempts, RetryBase: cfg.Retry.Base.D(), RetryMax: cfg.Retry.Max.D(),
 			SendLease: cfg.Lanes["realtime"].Send.VisibilityTimeout.D(), InboxTTL: cfg.Inbox.TTL.D(),

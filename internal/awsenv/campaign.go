@@ -50,7 +50,7 @@ type CampaignEvent struct {
 
 func (e *Env) campaignSteps() *campaign.Steps {
 	return campaign.New(campaign.Deps{Campaigns: e.Store, Audience: e.Store, Notifications: e.Store,
-		Dispatcher: e.Pipeline, Broadcasts: e.Store, Logger: e.Log, Events: e.Events},
+		Dispatcher: e.Pipeline, Broadcasts: e.Store, Logger: e.Log, Events: e.Events, InboxEvents: e.InboxEvents},
 		campaign.Config{InboxTTL: e.Config.Inbox.TTL.D()})
 }
 

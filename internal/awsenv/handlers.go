@@ -81,7 +81,8 @@ var _ api.CampaignRearmer = (*campaign.Control)(nil)
 func (e *Env) APIHandler(campaigns api.Campaigns) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	h := api.New(api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, Authenticate: gatewayAuth(e.Config),
 		Campaigns: campaigns, Scheduler: e.Scheduler, Apps: e.Config.ProviderApps(), CursorKey: e.CursorKey,
-		VAPIDPublicKey: e.Config.Providers.WebPush.VAPIDPublicKey, Routes: api.ServiceRoutes, Audit: e.Store, RequestID: gatewayRequestID})
+		VAPIDPublicKey: e.Config.Providers.WebPush.VAPIDPublicKey, Routes: api.ServiceRoutes, Audit: e.Store, RequestID: gatewayRequestID,
+		InboxEvents: e.InboxEvents})
 	return httpadapter.NewV2(http.Handler(h)).ProxyWithContext
 }
 

@@ -105,6 +105,9 @@ type Deps struct {
 	// Events receives large_send_started, campaign_finished and campaign_failed; nil: they are
 	// only logged (notify.LogEvents on Logger).
 	Events notify.Events
+	// InboxEvents hears each stored broadcast, for the users connected to the live inbox
+	// stream; nil: none.
+	InboxEvents notify.InboxEvents
 }
 
 // Steps are the campaign steps over their ports.
@@ -125,6 +128,9 @@ func New(d Deps, cfg Config) *Steps {
 	}
 	if d.Events == nil {
 		d.Events = notify.LogEvents{Logger: d.Logger}
+	}
+	if d.InboxEvents == nil {
+		d.InboxEvents = notify.NopInboxEvents{}
 	}
 	chunk := d.Dispatcher.ChunkSize()
 	if chunk <= 0 {
@@ -313,6 +319,7 @@ func (s *Steps) putBroadcast(ctx context.Context, id string) error {
 		return err
 	}
 	s.d.Logger.InfoContext(ctx, "campaign inbox broadcast stored", "campaign_id", id, "targets", len(b.Targets))
+	s.d.InboxEvents.PublishBroadcast(ctx, b)
 	return nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"herald/internal/campaign"
 	"herald/internal/config"
 	"herald/internal/export"
+	"herald/internal/inboxstream"
 	"herald/internal/notify"
 	"herald/internal/pipeline"
 	"herald/internal/ratelimit"
@@ -63,10 +64,11 @@ type Runtime struct {
 	Scheduler *sqlite.Scheduler
 	Sandbox   *sandbox.Server // nil unless Config.Sandbox
 	Pipeline  *pipeline.Pipeline
-	Campaigns *campaign.Steps // pause, resume, cancel; the runner loop drives the rest
-	Exports   *export.Builder // builds export files under DataDir/exports
-	Alerts    *slack.Notifier // Slack alerts; nil when they are off
-	URL       string          // API base URL
+	Campaigns *campaign.Steps  // pause, resume, cancel; the runner loop drives the rest
+	Exports   *export.Builder  // builds export files under DataDir/exports
+	Alerts    *slack.Notifier  // Slack alerts; nil when they are off
+	Inbox     *inboxstream.Hub // the live inbox streams (GET /v1/users/{user}/inbox/stream)
+	URL       string           // API base URL
 
 	cfg     *config.Config
 	log     *slog.Logger
@@ -178,9 +180,10 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		string(notify.ProviderAlimTalk): {PerSecond: p.AlimTalk.RatePerSecond}, // a sender, no channel yet
 		webpush.RateKeyPrefix:           {PerSecond: p.WebPush.RatePerSecond},  // each push service origin on its own
 	}, o.Clock)
+	r.Inbox = inboxstream.New(inboxstream.Options{Inbox: r.Store, Users: r.Store, Clock: o.Clock, Log: o.Logger})
 	r.Pipeline = pipeline.New(pipeline.Deps{
 		Store: r.Store, Queue: r.Queue, Senders: senders, Limiter: limiter, Clock: o.Clock, Logger: o.Logger,
-		Events: o.Events,
+		Events: o.Events, InboxEvents: r.Inbox,
 	}, pipeline.Config{
 		MaxAttempts: o.Config.Retry.MaxAttempts,
 		RetryBase:   o.Config.Retry.Base.D(),
@@ -193,7 +196,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 
 	r.Campaigns = campaign.New(campaign.Deps{
 		Campaigns: r.Store, Audience: r.Store, Notifications: r.Store, Dispatcher: r.Pipeline,
-		Broadcasts: r.Store, Clock: o.Clock, Logger: o.Logger, Events: o.Events,
+		Broadcasts: r.Store, Clock: o.Clock, Logger: o.Logger, Events: o.Events, InboxEvents: r.Inbox,
 	}, campaign.Config{InboxTTL: o.Config.Inbox.TTL.D()})
 
 	exportDir := export.Dir{Root: o.DataDir}
@@ -231,6 +234,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		ExportFiles:    exportDir,
 		ExportLinkTTL:  o.ExportLinkTTL,
 		VAPIDPublicKey: o.Config.Providers.WebPush.VAPIDPublicKey, LocalPushEndpoints: o.Config.Sandbox,
+		InboxEvents: r.Inbox, InboxStream: r.Inbox,
 		// The store creates and reads campaigns; the steps pause, resume and cancel them.
 		Campaigns: struct {
 			notify.CampaignStore
@@ -348,6 +352,9 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	var errs []error
 	if r.server != nil {
 		errs = append(errs, r.server.Shutdown(ctx))
+	}
+	if r.Inbox != nil { // Shutdown leaves upgraded connections alone
+		errs = append(errs, r.Inbox.Close())
 	}
 	if r.cancel != nil {
 		r.cancel()

@@ -70,6 +70,7 @@ type Pipeline struct {
 	log     *slog.Logger
 	metrics notify.Metrics
 	events  notify.Events
+	inboxEv notify.InboxEvents
 	cfg     Config
 
 	cacheMu sync.Mutex
@@ -91,6 +92,8 @@ type Deps struct {
 	Logger  *slog.Logger       // nil: slog.Default()
 	Metrics notify.Metrics     // nil: none
 	Events  notify.Events      // operator events (large_send_started); nil: logged on Logger only
+	// InboxEvents hears every inbox item prepare writes (the live inbox stream); nil: none.
+	InboxEvents notify.InboxEvents
 }
 
 // New returns a Pipeline.
@@ -104,6 +107,7 @@ func New(d Deps, cfg Config) *Pipeline {
 		log:     d.Logger,
 		metrics: d.Metrics,
 		events:  d.Events,
+		inboxEv: d.InboxEvents,
 		cfg:     cfg.withDefaults(),
 		cache:   map[string]cachedNotification{},
 	}
@@ -122,6 +126,9 @@ func New(d Deps, cfg Config) *Pipeline {
 	}
 	if p.events == nil {
 		p.events = notify.LogEvents{Logger: p.log}
+	}
+	if p.inboxEv == nil {
+		p.inboxEv = notify.NopInboxEvents{}
 	}
 	return p
 }

@@ -103,6 +103,11 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 		if err := p.store.PutInboxItems(ctx, inbox); err != nil {
 			return fmt.Errorf("prepare %s/%d: inbox: %w", n.ID, pm.Chunk, err)
 		}
+		// After the write, so a client told of an item finds it; a retried chunk publishes
+		// again with the same event ids, which clients ignore.
+		for _, it := range inbox {
+			p.inboxEv.Publish(ctx, it.UserID, notify.ItemEvent(it))
+		}
 	}
 	var pending []string
 	if bulk {
