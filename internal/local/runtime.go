@@ -164,8 +164,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		string(notify.ProviderSES):    {PerSecond: p.SES.RatePerSecond},
 		string(notify.ProviderTwilio): {PerSecond: p.Twilio.RatePerSecond},
 
-		string(notify.ProviderAlimTalk): {PerSecond: p.AlimTalk.RatePerSecond}, // a sender, no channel yet
-		webpush.RateKeyPrefix:           {PerSecond: p.WebPush.RatePerSecond},  // each push service origin on its own
+		string(notify.ProviderAlimTalk): {PerSecond: p.AlimTalk.RatePerSecond},
+		webpush.RateKeyPrefix:           {PerSecond: p.WebPush.RatePerSecond}, // each push service origin on its own
 	}, o.Clock)
 	r.Pipeline = pipeline.New(pipeline.Deps{
 		Store: r.Store, Queue: r.Queue, Senders: senders, Limiter: limiter, Clock: o.Clock, Logger: o.Logger,
@@ -178,6 +178,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		InboxTTL:    o.Config.Inbox.TTL.D(),
 		QuietHours:  o.Config.QuietHoursPolicy(),
 		AdPrefix:    o.Config.Marketing.AdPrefix,
+		// The one line the AlimTalk channel adds: its SMS/LMS fallback default.
+		AlimTalkFallback: o.Config.Providers.AlimTalk.FallbackSMS(),
 	})
 
 	r.Campaigns = campaign.New(campaign.Deps{
