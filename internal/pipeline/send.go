@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -383,12 +384,7 @@ func (p *Pipeline) contentFor(n *notify.Notification, ch notify.Channel, locale 
 // sendsThrough reports whether prov is a provider send batches go to (the inbox is written by
 // prepare and has no sender).
 func sendsThrough(prov notify.Provider) bool {
-	switch prov {
-	case notify.ProviderFCM, notify.ProviderAPNs, notify.ProviderSES, notify.ProviderTwilio, notify.ProviderAlimTalk,
-		notify.ProviderWebPush:
-		return true
-	}
-	return false
+	return slices.Contains(notify.Providers, prov)
 }
 
 func channelOf(prov notify.Provider) notify.Channel {
