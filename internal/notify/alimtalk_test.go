@@ -58,8 +58,12 @@ func TestCampaignRefusesMarketingAlimTalk(t *testing.T) {
 	if err := c.Validate(); !containsField(err, "channels[1]") {
 		t.Fatalf("Validate() = %v, want a problem with channels[1]", err)
 	}
+	if !containsField(c.Validate(), "channel_content.alimtalk.data.alimtalk_template") {
+		t.Fatalf("a campaign on alimtalk without a template code: %v", c.Validate())
+	}
 	c.Notification.Category = notify.CategoryTransactional
-	if err := c.Validate(); containsField(err, "channels[1]") {
+	c.Notification.ChannelContent = map[notify.Channel]notify.Content{notify.ChannelAlimTalk: {Data: map[string]string{notify.AlimTalkTemplateKey: "T"}}}
+	if err := c.Validate(); containsField(err, "channels[1]") || containsField(err, "channel_content.alimtalk.data.alimtalk_template") {
 		t.Fatalf("a transactional campaign on alimtalk was refused: %v", err)
 	}
 }
