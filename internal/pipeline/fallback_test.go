@@ -94,8 +94,8 @@ func TestBulkAlimTalkFallback(t *testing.T) {
 	}
 	n := &notify.Notification{
 		ID: notify.NewID("n_", clock.Now()), Service: "shop", Category: notify.CategoryTransactional, Lane: notify.LaneBulk,
-		Channels: []notify.Channel{notify.ChannelAlimTalk},
-		Content:  notify.Content{Body: "점검 안내", Data: map[string]string{notify.AlimTalkTemplateKey: "TPL"}},
+		Channels:   []notify.Channel{notify.ChannelAlimTalk},
+		Content:    notify.Content{Body: "점검 안내", Data: map[string]string{notify.AlimTalkTemplateKey: "TPL"}},
 		Recipients: rs, RecipientCount: len(rs), Status: notify.StatusProcessing, CreatedAt: clock.Now(), UpdatedAt: clock.Now(),
 	}
 	if _, _, err := st.CreateNotification(ctx, n); err != nil {
