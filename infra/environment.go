@@ -85,6 +85,11 @@ type AlarmSettings struct {
 	// complaints; the defaults (4 %, 0.08 %) page before that.
 	SESBounceRatePercent    float64 `yaml:"ses_bounce_rate_percent"`
 	SESComplaintRatePercent float64 `yaml:"ses_complaint_rate_percent"`
+	// ProviderFailureRatePercent is the share of one provider's sends over 15 minutes that
+	// ended failed (Failed / (Sent + Failed)) that pages, once at least ProviderFailureMinSends
+	// were attempted (a few failures of a quiet provider are not an outage).
+	ProviderFailureRatePercent float64 `yaml:"provider_failure_rate_percent"`
+	ProviderFailureMinSends    int     `yaml:"provider_failure_min_sends"`
 }
 
 // SlackSettings is one Slack channel AWS Chatbot posts alarms to.
@@ -167,6 +172,12 @@ func (s *Settings) applyDefaults() {
 	}
 	if a.SESComplaintRatePercent == 0 {
 		a.SESComplaintRatePercent = 0.08
+	}
+	if a.ProviderFailureRatePercent == 0 {
+		a.ProviderFailureRatePercent = 20
+	}
+	if a.ProviderFailureMinSends == 0 {
+		a.ProviderFailureMinSends = 20
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/jsii-runtime-go"
+
+	"herald/internal/notify"
 )
 
 // Custom metrics the runtime publishes (EMF or PutMetricData): namespace Herald, metrics Sent and
@@ -20,6 +22,8 @@ const (
 	metricNamespace = "Herald"
 	metricSent      = "Sent"
 	metricFailed    = "Failed"
+	// metricFellBack is the AlimTalk deliveries handed to an SMS/LMS fallback (Provider alimtalk).
+	metricFellBack = "FellBack"
 	// metricStoreWrites is the DynamoDB items each stage wrote (dimensions Env, Queue): divided by
 	// Sent it is the writes per recipient the bulk lane keeps near 0.01.
 	metricStoreWrites = "StoreWrites"
@@ -64,6 +68,7 @@ func (h *herald) alarm(id string, props *awscloudwatch.AlarmProps) awscloudwatch
 
 func (h *herald) addAlarms() {
 	minute, five := awscdk.Duration_Minutes(jsii.Number(1)), awscdk.Duration_Minutes(jsii.Number(5))
+	fifteen := awscdk.Duration_Minutes(jsii.Number(15))
 
 	names, dlqs := h.dlqs()
 	for _, n := range names {
@@ -146,8 +151,43 @@ func (h *herald) addAlarms() {
 			EvaluationPeriods: jsii.Number(1),
 		})
 	}
+	// One failure-rate alarm per provider of the one list (notify.Providers).
+	for _, prov := range notify.Providers {
+		h.alarm(providerAlarmID(prov), &awscloudwatch.AlarmProps{
+			AlarmName: jsii.String(h.name("provider-failures-" + string(prov))),
+			AlarmDescription: jsii.String(fmt.Sprintf("%g %% or more of the %s sends over 15 minutes failed (at least %d attempted). %s",
+				h.settings.Alarms.ProviderFailureRatePercent, prov, h.settings.Alarms.ProviderFailureMinSends, runbook("Provider failure rate"))),
+			Metric: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+				Expression: jsii.String(fmt.Sprintf("IF(sent + failed >= %d, 100 * failed / (sent + failed), 0)", h.settings.Alarms.ProviderFailureMinSends)),
+				UsingMetrics: &map[string]awscloudwatch.IMetric{
+					"sent":   h.providerMetric(prov, metricSent, fifteen),
+					"failed": h.providerMetric(prov, metricFailed, fifteen),
+				},
+				Label:  jsii.String(string(prov) + " failure %"),
+				Period: fifteen,
+			}),
+			Threshold:         jsii.Number(h.settings.Alarms.ProviderFailureRatePercent),
+			EvaluationPeriods: jsii.Number(1),
+		})
+	}
+
 	ses("AlarmSesBounceRate", "Reputation.BounceRate", "ses-bounce-rate", "SES bounce rate", "bounce rate", "5 %", h.settings.Alarms.SESBounceRatePercent)
 	ses("AlarmSesComplaintRate", "Reputation.ComplaintRate", "ses-complaint-rate", "SES complaint rate", "complaint rate", "0.1 %", h.settings.Alarms.SESComplaintRatePercent)
+}
+
+// providerAlarmID is the construct id of a provider's failure-rate alarm.
+func providerAlarmID(prov notify.Provider) string {
+	return "AlarmProvider" + pascal(string(prov)) + "Failures"
+}
+
+// providerMetric is one of a provider's send counters (Sent, Failed, FellBack) in this
+// environment, summed over period.
+func (h *herald) providerMetric(prov notify.Provider, metric string, period awscdk.Duration) awscloudwatch.IMetric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace: jsii.String(metricNamespace), MetricName: jsii.String(metric),
+		DimensionsMap: &map[string]*string{"Env": jsii.String(h.env), "Provider": jsii.String(string(prov))},
+		Period:        period, Statistic: jsii.String("Sum"), Label: jsii.String(string(prov) + " " + strings.ToLower(metric)),
+	})
 }
 
 // dlqSource says where a DLQ's messages come from.
@@ -157,6 +197,24 @@ func dlqSource(dlq string) string {
 	}
 	return "in " + strings.TrimSuffix(dlq, "-dlq") + " 5 times or were malformed"
 }
+
+// providerRow is the dashboard's row of one graph per provider of the one list
+// (notify.Providers): its sends and failures, and for AlimTalk the SMS/LMS fallbacks.
+func providerRow(h *herald, period awscdk.Duration, graph func(string, float64, []awscloudwatch.IMetric) awscloudwatch.IWidget) []awscloudwatch.IWidget {
+	width := float64(24 / len(notify.Providers))
+	row := make([]awscloudwatch.IWidget, 0, len(notify.Providers))
+	for _, prov := range notify.Providers {
+		ms := []awscloudwatch.IMetric{h.providerMetric(prov, metricSent, period), h.providerMetric(prov, metricFailed, period)}
+		if prov == notify.ProviderAlimTalk {
+			ms = append(ms, h.providerMetric(prov, metricFellBack, period))
+		}
+		row = append(row, graph(providerGraphTitle(prov), width, ms))
+	}
+	return row
+}
+
+// providerGraphTitle is the title of a provider's dashboard graph.
+func providerGraphTitle(prov notify.Provider) string { return "Provider " + string(prov) + " (5 min)" }
 
 func (h *herald) addDashboard() {
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
@@ -215,6 +273,7 @@ func (h *herald) addDashboard() {
 		{graph("Queue depth (visible messages)", 12, depth), graph("Age of oldest message (s)", 12, age)},
 		{graph("Sent per provider (5 min)", 12, []awscloudwatch.IMetric{search(metricSent)}),
 			graph("Failed per provider (5 min)", 12, []awscloudwatch.IMetric{search(metricFailed)})},
+		providerRow(h, five, graph),
 		{graph("DynamoDB items written per stage queue (5 min)", 24, []awscloudwatch.IMetric{searchBy("Queue", metricStoreWrites)})},
 	}
 	if len(h.functionOrder) > 0 {

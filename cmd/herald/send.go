@@ -23,7 +23,7 @@ A server elsewhere: --api http://127.0.0.1:9000 (or HERALD_API), with its key in
 HERALD_API_KEY).`)
 	apiURL, key := apiFlags(fs, "API key")
 	to := fs.String("to", "", "comma-separated recipients: user:ID, email:ADDR, phone:+E164, fcm:TOKEN, apns:TOKEN")
-	channels := fs.String("channels", "push,inbox", "comma-separated channels: push, email, sms, inbox")
+	channels := fs.String("channels", "push,inbox", "comma-separated channels: push, email, sms, inbox, alimtalk")
 	title := fs.String("title", "", "title (email subject)")
 	body := fs.String("body", "", "message body")
 	category := fs.String("category", "transactional", "transactional or marketing")

@@ -297,7 +297,7 @@ func checkOptOut(in map[string][]string) (map[notify.Channel][]notify.Category, 
 	slices.Sort(channels) // the first error reported is the same every time
 	for _, c := range channels {
 		if c != "*" && !notify.Channel(c).Valid() {
-			return nil, notify.FieldError("opt_out."+c, "unknown channel %q (want push, email, sms, inbox or *)", c)
+			return nil, notify.FieldError("opt_out."+c, "unknown channel %q (want push, email, sms, inbox, alimtalk or *)", c)
 		}
 		var cats []notify.Category
 		for i, k := range in[c] {

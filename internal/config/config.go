@@ -187,7 +187,14 @@ type AlimTalk struct {
 	From            string                 `yaml:"from"`              // registered sender number; optional
 	BaseURL         string                 `yaml:"base_url"`          // override, e.g. a sandbox
 	Apps            map[string]AlimTalkApp `yaml:"apps"`              // provider app → KakaoTalk channel
+	// Fallback is what a recipient KakaoTalk cannot reach gets instead: "sms" (the same text as
+	// SMS, or LMS when longer, through the SMS provider) or "none" (the default). A send may
+	// choose otherwise with channel_content.alimtalk.data.alimtalk_fallback.
+	Fallback string `yaml:"fallback"`
 }
+
+// FallbackSMS reports whether unreachable AlimTalk recipients fall back to SMS by default.
+func (a AlimTalk) FallbackSMS() bool { return a.Fallback == "sms" }
 
 // AlimTalkApp is one KakaoTalk channel.
 type AlimTalkApp struct {
@@ -534,6 +541,11 @@ func (c *Config) Validate() error {
 		}
 		if a.RatePerSecond < 0 {
 			bad("providers.alimtalk.rate_per_second", "must not be negative (0 is unlimited)")
+		}
+		switch a.Fallback {
+		case "", "none", "sms":
+		default:
+			bad("providers.alimtalk.fallback", "%q is not a fallback (want sms or none)", a.Fallback)
 		}
 		if a.BaseURL != "" {
 			if u, err := url.Parse(a.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -99,8 +99,10 @@ func (s *Store) CreateDeliveries(ctx context.Context, notificationID string, chu
 				return nil, wrapErr(op, err)
 			}
 		}
-		if err := s.markChunk(ctx, &w); err != nil {
-			return nil, wrapErr(op, err)
+		if chunk != notify.NoChunk { // NoChunk: the deliveries' own conditions keep it idempotent
+			if err := s.markChunk(ctx, &w); err != nil {
+				return nil, wrapErr(op, err)
+			}
 		}
 	}
 	// Deliveries of a marked chunk: their status now decides what is still to send.

@@ -177,8 +177,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		string(notify.ProviderSES):    {PerSecond: p.SES.RatePerSecond},
 		string(notify.ProviderTwilio): {PerSecond: p.Twilio.RatePerSecond},
 
-		string(notify.ProviderAlimTalk): {PerSecond: p.AlimTalk.RatePerSecond}, // a sender, no channel yet
-		webpush.RateKeyPrefix:           {PerSecond: p.WebPush.RatePerSecond},  // each push service origin on its own
+		string(notify.ProviderAlimTalk): {PerSecond: p.AlimTalk.RatePerSecond},
+		webpush.RateKeyPrefix:           {PerSecond: p.WebPush.RatePerSecond}, // each push service origin on its own
 	}, o.Clock)
 	r.Inbox = inboxstream.New(inboxstream.Options{Inbox: r.Store, Users: r.Store, Clock: o.Clock, Log: o.Logger})
 	r.Pipeline = pipeline.New(pipeline.Deps{
@@ -192,6 +192,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		InboxTTL:    o.Config.Inbox.TTL.D(),
 		QuietHours:  o.Config.QuietHoursPolicy(),
 		AdPrefix:    o.Config.Marketing.AdPrefix,
+		// The one line the AlimTalk channel adds: its SMS/LMS fallback default.
+		AlimTalkFallback: o.Config.Providers.AlimTalk.FallbackSMS(),
 	})
 
 	r.Campaigns = campaign.New(campaign.Deps{

@@ -262,6 +262,13 @@ func (c *Campaign) Validate() error {
 		if !ch.Valid() {
 			errs = append(errs, FieldError(fmt.Sprintf("channels[%d]", i), "unknown channel %q", ch))
 		}
+		if ch == ChannelAlimTalk && c.Notification.Category == CategoryMarketing {
+			errs = append(errs, FieldError(fmt.Sprintf("channels[%d]", i), "alimtalk is informational only: a marketing campaign can't use it"))
+		}
+		if ch == ChannelAlimTalk {
+			cc := c.Notification.Content.merge(c.Notification.ChannelContent[ChannelAlimTalk])
+			errs = append(errs, validateAlimTalk("channel_content.alimtalk", cc))
+		}
 	}
 	if c.Notification.Category != CategoryMarketing && c.Notification.Category != CategoryTransactional {
 		errs = append(errs, FieldError("category", "must be marketing or transactional"))

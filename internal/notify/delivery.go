@@ -47,6 +47,12 @@ const (
 // (AlimTalk: a number that is not a Korean mobile number), so nothing is sent to it.
 const ReasonUnsupportedAddress = "unsupported_address"
 
+// ReasonUnreachable is the reason of an AlimTalk delivery KakaoTalk cannot reach (not a
+// KakaoTalk user, AlimTalk blocked or unused for 72 hours). With a fallback it ends SKIPPED, its
+// Detail naming the SMS delivery that carries the same text (whose Detail names it back), so the
+// recipient is counted by that one outcome; without one it ends FAILED.
+const ReasonUnreachable = "unreachable"
+
 // Delivery is one notification × recipient × channel × address.
 type Delivery struct {
 	ID             string   `json:"id"`

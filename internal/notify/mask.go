@@ -49,7 +49,7 @@ func MaskAddress(c Channel, address string) string {
 	switch c {
 	case ChannelEmail:
 		return MaskEmail(address)
-	case ChannelSMS:
+	case ChannelSMS, ChannelAlimTalk:
 		return MaskPhone(address)
 	case ChannelInbox:
 		return address // a user id, not personal data by itself

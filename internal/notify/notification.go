@@ -13,10 +13,14 @@ const (
 	ChannelEmail Channel = "email" // SES
 	ChannelSMS   Channel = "sms"   // Twilio
 	ChannelInbox Channel = "inbox" // the user's in-app inbox
+	// ChannelAlimTalk is Kakao AlimTalk to a Korean mobile number (through Solapi): approved
+	// templates, informational only, with an optional SMS/LMS fallback for a recipient KakaoTalk
+	// cannot reach.
+	ChannelAlimTalk Channel = "alimtalk"
 )
 
 // Channels lists every channel Herald accepts, in a stable order.
-var Channels = []Channel{ChannelPush, ChannelEmail, ChannelSMS, ChannelInbox}
+var Channels = []Channel{ChannelPush, ChannelEmail, ChannelSMS, ChannelInbox, ChannelAlimTalk}
 
 // Valid reports whether c is a known channel.
 func (c Channel) Valid() bool {

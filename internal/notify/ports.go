@@ -40,6 +40,10 @@ type NotificationStore interface {
 	ScheduledLister
 }
 
+// NoChunk is the chunk of CreateDeliveries for deliveries created after prepare, outside any
+// prepare chunk: they are idempotent by their IDs alone.
+const NoChunk = -1
+
 // DeliveryStore keeps per-delivery state and the notification counters derived from it. Counter
 // changes happen atomically with the delivery transitions that cause them, so a redelivered
 // message never counts twice.
@@ -48,7 +52,9 @@ type DeliveryStore interface {
 	// the notification's Stats (Total, and Sent/Failed/Skipped for those created terminal), and
 	// marks prepare chunk `chunk` of the notification as prepared — all as one step; a chunk
 	// already marked changes nothing. It returns the IDs among ds that are PENDING now (new or
-	// left from an earlier attempt), i.e. the ones still to be sent.
+	// left from an earlier attempt), i.e. the ones still to be sent. Chunk NoChunk creates
+	// deliveries born after prepare (an AlimTalk delivery's SMS fallback): each is inserted and
+	// counted if its ID does not exist yet, and no chunk is marked or counted.
 	CreateDeliveries(ctx context.Context, notificationID string, chunk int, ds []Delivery) (pending []string, err error)
 	// ClaimDeliveries moves each listed delivery that is PENDING, or SENDING with LeaseUntil
 	// before now, to SENDING with LeaseUntil = leaseUntil and Attempts+1, and returns the claimed

@@ -130,12 +130,16 @@ func (r *SendRequest) Validate(now time.Time) error {
 		return FieldError("category", "unknown category %q (want transactional or marketing)", r.Category)
 	}
 	if len(r.Channels) == 0 {
-		return FieldError("channels", "at least one channel is required (push, email, sms, inbox)")
+		return FieldError("channels", "at least one channel is required (push, email, sms, inbox, alimtalk)")
 	}
 	seen := map[Channel]bool{}
 	for i, c := range r.Channels {
 		if !c.Valid() {
-			return FieldError(fmt.Sprintf("channels[%d]", i), "unknown channel %q (want push, email, sms or inbox)", c)
+			return FieldError(fmt.Sprintf("channels[%d]", i), "unknown channel %q (want push, email, sms, inbox or alimtalk)", c)
+		}
+		if c == ChannelAlimTalk && r.Category == CategoryMarketing {
+			// Kakao allows AlimTalk for informational messages only (advertising is FriendTalk's).
+			return FieldError(fmt.Sprintf("channels[%d]", i), "alimtalk is informational only: a marketing send can't use it")
 		}
 		if seen[c] {
 			return FieldError(fmt.Sprintf("channels[%d]", i), "channel %q listed twice", c)
@@ -185,6 +189,11 @@ func (r *SendRequest) Validate(now time.Time) error {
 		}
 		if c == ChannelEmail && title == "" {
 			return FieldError("content.title", "email needs a title (used as the subject)")
+		}
+		if c == ChannelAlimTalk {
+			if err := validateAlimTalkRequest(r); err != nil {
+				return err
+			}
 		}
 	}
 	if len(r.Recipients) == 0 {
@@ -296,8 +305,8 @@ func validateRecipient(field string, r Recipient, channels map[Channel]bool) err
 		if !ValidPhone(r.Phone) {
 			return FieldError(field+".phone", "not an E.164 phone number (e.g. +821012345678)")
 		}
-		if !channels[ChannelSMS] {
-			return FieldError(field+".phone", "a phone recipient needs the sms channel")
+		if !channels[ChannelSMS] && !channels[ChannelAlimTalk] {
+			return FieldError(field+".phone", "a phone recipient needs the sms or alimtalk channel")
 		}
 	case r.FCMToken != "", r.APNsToken != "":
 		if r.App != "" && (len(r.App) > 128 || !keyRe.MatchString(r.App)) {
@@ -353,4 +362,28 @@ func (r *SendRequest) Notification(id, service string, now time.Time) *Notificat
 		n.Status = StatusScheduled
 	}
 	return n
+}
+
+// Values of Data[AlimTalkFallbackKey] on the alimtalk channel's content: a send's own choice of
+// fallback for a recipient KakaoTalk cannot reach, over the configured default.
+const (
+	AlimTalkFallbackKey  = "alimtalk_fallback"
+	AlimTalkFallbackSMS  = "sms"
+	AlimTalkFallbackNone = "none"
+)
+
+// validateAlimTalkRequest checks what the alimtalk channel sends: the template code (in the
+// channel's content or the base content's data) and, when given, the fallback choice.
+func validateAlimTalkRequest(r *SendRequest) error {
+	c := r.Content.merge(r.ChannelContent[ChannelAlimTalk])
+	field := "channel_content.alimtalk"
+	if err := validateAlimTalk(field, c); err != nil {
+		return err
+	}
+	switch c.Data[AlimTalkFallbackKey] {
+	case "", AlimTalkFallbackSMS, AlimTalkFallbackNone:
+	default:
+		return FieldError(field+".data."+AlimTalkFallbackKey, "%q is not a fallback (want sms or none)", c.Data[AlimTalkFallbackKey])
+	}
+	return nil
 }

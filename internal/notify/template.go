@@ -154,11 +154,11 @@ func parseField(f templateField) (*mustache.Template, error) {
 // "variables[2]".
 func (t *TemplateSpec) Validate() error {
 	if len(t.Channels) == 0 && len(t.Locales) == 0 {
-		return FieldError("channels", "a template needs content: channels (push, email, sms, inbox) or locales")
+		return FieldError("channels", "a template needs content: channels (push, email, sms, inbox, alimtalk) or locales")
 	}
 	for _, ch := range slices.Sorted(maps.Keys(t.Channels)) {
 		if !ch.Valid() {
-			return FieldError("channels."+string(ch), "unknown channel %q (want push, email, sms or inbox)", ch)
+			return FieldError("channels."+string(ch), "unknown channel %q (want push, email, sms, inbox or alimtalk)", ch)
 		}
 	}
 	for _, l := range slices.Sorted(maps.Keys(t.Locales)) {
@@ -189,6 +189,16 @@ func (t *TemplateSpec) Validate() error {
 	for _, s := range t.sections() {
 		if err := validateContent(s.prefix, s.c); err != nil {
 			return err
+		}
+		if s.channel == ChannelAlimTalk {
+			if err := validateAlimTalk(s.prefix, s.c); err != nil {
+				return err
+			}
+			for _, name := range AlimTalkVariables(s.c.Body) {
+				if !declared[name] {
+					return FieldError(s.prefix+".body", "uses #{%s}, which is not declared in variables", name)
+				}
+			}
 		}
 		b, _ := json.Marshal(s.c)
 		if size += len(b); size > MaxTemplateBytes {
@@ -280,9 +290,9 @@ func plainNumbers(v any) any {
 // data, or a name a section's text looks up and data lacks, is an EINVALID naming
 // "template.data.<name>".
 //
-// Every channel's content is Mustache today. A channel whose provider fills placeholders itself
-// (KakaoTalk AlimTalk's #{var}, checked against the template registered with Kakao) would be
-// rendered here by its own function, chosen by channel in renderField, not by Mustache.
+// Every channel's content is Mustache, except the alimtalk channel's body: its #{name}
+// placeholders are Kakao's (the approved text, compared by Kakao with what is sent), filled from
+// data by fillAlimTalk, which also adds each value as the Data key #{name} (Solapi's variables).
 func (t *TemplateSpec) Render(data map[string]any) (*Rendered, error) {
 	for _, v := range t.Variables {
 		if _, ok := data[v.Name]; !ok && !v.Optional {
@@ -302,6 +312,13 @@ func (t *TemplateSpec) Render(data map[string]any) (*Rendered, error) {
 				return nil, err
 			}
 			f.set(&c, text)
+		}
+		if s.channel == ChannelAlimTalk {
+			// Kakao's own placeholders, not Mustache: filled here, and sent as variables too.
+			var err error
+			if c, _, err = fillAlimTalk(s.prefix, c, d, false); err != nil {
+				return nil, err
+			}
 		}
 		// The rendered text is checked like sent content: a value may carry what a title must
 		// not (a line break) or make a body too long.
@@ -396,6 +413,13 @@ func (t *TemplateSpec) Preview(data map[string]any) TemplatePreview {
 				p.Missing[f.path] = missing
 			}
 			f.set(&c, text)
+		}
+		if s.channel == ChannelAlimTalk {
+			filled, missing, _ := fillAlimTalk(s.prefix, c, base, true)
+			c = filled
+			if len(missing) > 0 {
+				p.Missing[s.prefix+".body"] = append(p.Missing[s.prefix+".body"], missing...)
+			}
 		}
 		if s.channel != "" {
 			p.Channels[s.channel] = c

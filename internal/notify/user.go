@@ -35,6 +35,11 @@ const (
 // ProviderAlimTalk is Kakao AlimTalk, sent through Solapi (internal/alimtalk).
 const ProviderAlimTalk Provider = "alimtalk"
 
+// Providers is the one list of the providers send batches go to (the inbox is written by
+// prepare and has none): the send stage accepts batches for these, and the operations dashboard
+// has a line and a failure alarm for each.
+var Providers = []Provider{ProviderFCM, ProviderAPNs, ProviderWebPush, ProviderSES, ProviderTwilio, ProviderAlimTalk}
+
 // Device is one push registration of a user.
 type Device struct {
 	UserID      string    `json:"user_id"`

@@ -30,6 +30,9 @@ type Config struct {
 	// AdPrefix starts marketing push and SMS titles with "(광고)".
 	AdPrefix         bool
 	MaxSendBatchSize map[notify.Provider]int
+	// AlimTalkFallback sends the text of an AlimTalk that KakaoTalk cannot deliver as SMS/LMS,
+	// unless the send says otherwise (see fallBack).
+	AlimTalkFallback bool
 }
 
 func (c Config) withDefaults() Config {

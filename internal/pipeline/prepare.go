@@ -32,6 +32,10 @@ type sendItem struct {
 	Locale      string `json:"locale,omitempty"`
 	Environment string `json:"env,omitempty"`
 	UserID      string `json:"user,omitempty"`
+	// FallbackOf is set on an SMS/LMS fallback: the AlimTalk delivery it stands in for, whose
+	// text it sends; Kind is SMS or LMS.
+	FallbackOf string `json:"fallback_of,omitempty"`
+	Kind       string `json:"kind,omitempty"`
 
 	prov notify.Provider // grouping keys, not sent
 	app  string
@@ -211,7 +215,7 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 				return nil, nil, nil, nil, err
 			}
 		}
-		if n.HasChannel(notify.ChannelEmail) || n.HasChannel(notify.ChannelSMS) {
+		if n.HasChannel(notify.ChannelEmail) || n.HasChannel(notify.ChannelSMS) || n.HasChannel(notify.ChannelAlimTalk) {
 			if contacts, err = p.store.GetContacts(ctx, users); err != nil {
 				return nil, nil, nil, nil, err
 			}
@@ -242,7 +246,7 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 				skip = func(user string, ch notify.Channel, reason string) { b.skipDevice(user, ch, device, reason) }
 			}
 			for _, ch := range n.Channels {
-				if device != "" && (ch == notify.ChannelEmail || ch == notify.ChannelSMS || ch == notify.ChannelInbox) {
+				if device != "" && (ch == notify.ChannelEmail || ch == notify.ChannelSMS || ch == notify.ChannelInbox || ch == notify.ChannelAlimTalk) {
 					continue
 				}
 				if ok, reason := pref.Allows(ch, n.Category); !ok {
@@ -274,6 +278,12 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 						continue
 					}
 					b.add(r.UserID, ch, notify.ProviderTwilio, "", c.Phone, c.Locale, "").quiet(c.TimeZone, pref)
+				case notify.ChannelAlimTalk:
+					if c.Phone == "" {
+						b.skipUser(r.UserID, ch, notify.ReasonNoAddress)
+						continue
+					}
+					b.alimTalk(r.UserID, c.Phone, c.Locale)
 				case notify.ChannelInbox:
 					b.inboxFor(r.UserID)
 				}
@@ -281,7 +291,12 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 		case r.Email != "":
 			b.add("", notify.ChannelEmail, notify.ProviderSES, "", r.Email, "", "")
 		case r.Phone != "":
-			b.add("", notify.ChannelSMS, notify.ProviderTwilio, "", r.Phone, "", "")
+			if n.HasChannel(notify.ChannelSMS) {
+				b.add("", notify.ChannelSMS, notify.ProviderTwilio, "", r.Phone, "", "")
+			}
+			if n.HasChannel(notify.ChannelAlimTalk) {
+				b.alimTalk("", r.Phone, "")
+			}
 		case r.FCMToken != "":
 			b.add("", notify.ChannelPush, notify.ProviderFCM, appOr(r.App), r.FCMToken, "", "")
 		case r.APNsToken != "":
@@ -292,7 +307,7 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 	// Suppressed addresses are skipped, never sent.
 	var keys []string
 	for _, d := range b.ds {
-		if d.Status == notify.DeliveryPending && (d.Channel == notify.ChannelEmail || d.Channel == notify.ChannelSMS) {
+		if d.Status == notify.DeliveryPending && suppressible(d.Channel) {
 			keys = append(keys, notify.AddressKey(d.Channel, b.items[d.ID].Address))
 		}
 	}
@@ -303,7 +318,7 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 		}
 		for i := range b.ds {
 			d := &b.ds[i]
-			if d.Status != notify.DeliveryPending || (d.Channel != notify.ChannelEmail && d.Channel != notify.ChannelSMS) {
+			if d.Status != notify.DeliveryPending || !suppressible(d.Channel) {
 				continue
 			}
 			if s, ok := sup[notify.AddressKey(d.Channel, b.items[d.ID].Address)]; ok {
@@ -370,6 +385,35 @@ func (b *builder) add(user string, ch notify.Channel, prov notify.Provider, app,
 	})
 	b.items[id] = sendItem{DeliveryID: id, Address: address, Locale: locale, Environment: env, UserID: user, prov: prov, app: app}
 	return added{b: b, id: id}
+}
+
+// AlimTalkApp is the provider app of AlimTalk deliveries: the KakaoTalk channel configured as
+// providers.alimtalk.apps.default.
+const AlimTalkApp = "default"
+
+// alimTalk adds the AlimTalk delivery to phone, in its national form (so "+82 10-…" and
+// "010-…" are one delivery); a number that is not a Korean mobile number is skipped as
+// unsupported_address, never sent.
+func (b *builder) alimTalk(user, phone, locale string) {
+	national, err := notify.NormalizeKoreanMobile(phone)
+	if err != nil {
+		id := notify.DeliveryID(b.n.ID, notify.ChannelAlimTalk, phone)
+		if !b.first(id, notify.ChannelAlimTalk) {
+			return
+		}
+		b.ds = append(b.ds, notify.Delivery{
+			ID: id, NotificationID: b.n.ID, UserID: user, Channel: notify.ChannelAlimTalk,
+			AddressMasked: notify.MaskPhone(phone), Status: notify.DeliverySkipped,
+			Reason: notify.ReasonUnsupportedAddress, Detail: "AlimTalk reaches Korean mobile numbers only", UpdatedAt: b.now,
+		})
+		return
+	}
+	b.add(user, notify.ChannelAlimTalk, notify.ProviderAlimTalk, AlimTalkApp, national, locale, "")
+}
+
+// suppressible reports whether deliveries of ch are checked against suppressed addresses.
+func suppressible(ch notify.Channel) bool {
+	return ch == notify.ChannelEmail || ch == notify.ChannelSMS || ch == notify.ChannelAlimTalk
 }
 
 func (b *builder) skipUser(user string, ch notify.Channel, reason string) {

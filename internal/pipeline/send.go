@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"herald/internal/notify"
@@ -137,6 +139,9 @@ func (p *Pipeline) sendDeliveries(ctx context.Context, n *notify.Notification, s
 		o = expiredOutcome(items, start)
 	default:
 		o = p.deliver(ctx, n, sm, sender, items, func(id string) int { return attempts[id] }, start)
+		if _, err := p.fallBack(ctx, n, sm, &o, items); err != nil {
+			return fmt.Errorf("send %s: %w", n.ID, err)
+		}
 	}
 	if _, err := p.store.CompleteDeliveries(ctx, n.ID, o.updates); err != nil {
 		return fmt.Errorf("send %s: complete: %w", n.ID, err)
@@ -180,6 +185,10 @@ func (p *Pipeline) sendBatch(ctx context.Context, n *notify.Notification, sm sen
 		attempt := sm.Retry + 1
 		o = p.deliver(ctx, n, sm, sender, sm.Items, func(string) int { return attempt }, start)
 	}
+	fallbacks, err := p.fallBack(ctx, n, sm, &o, sm.Items)
+	if err != nil {
+		return fmt.Errorf("send %s batch %s: %w", n.ID, sm.BatchID, err)
+	}
 	// Retries and cleanup are enqueued before the batch is marked done: a crash in between
 	// re-runs the batch, whose retry message has the same batch id and is claimed once.
 	if err := p.followUp(ctx, n, sm, o, sm.Retry+1); err != nil {
@@ -188,6 +197,11 @@ func (p *Pipeline) sendBatch(ctx context.Context, n *notify.Notification, sm sen
 	delta := map[notify.Channel]notify.ChannelStats{}
 	for _, u := range o.updates {
 		notify.CountDelivery(delta, ch, u.Status, u.Reason, false)
+	}
+	for k, cs := range fallbacks {
+		d := delta[k]
+		d.Total, d.Sent, d.Failed, d.Skipped = d.Total+cs.Total, d.Sent+cs.Sent, d.Failed+cs.Failed, d.Skipped+cs.Skipped
+		delta[k] = d
 	}
 	if _, err := p.store.CompleteBatch(ctx, n.ID, sm.BatchID, delta, p.clock.Now()); err != nil {
 		return fmt.Errorf("send %s batch %s: complete: %w", n.ID, sm.BatchID, err)
@@ -226,6 +240,8 @@ type outcome struct {
 	failed  int
 	expired int
 	reasons map[string]int
+	// fellBack counts the AlimTalk deliveries handed to an SMS/LMS fallback.
+	fellBack int
 }
 
 // deliver sends items through sender and classifies each result by the one retry table:
@@ -244,10 +260,14 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 	}
 	for i, it := range items {
 		byID[it.DeliveryID] = it
+		content := p.contentFor(n, channelOf(sm.Provider), it.Locale)
+		if it.FallbackOf != "" {
+			content = fallbackContent(n, it.Locale)
+		}
 		out[i] = notify.OutboundMessage{
 			DeliveryID: it.DeliveryID, NotificationID: n.ID, Channel: channelOf(sm.Provider), Address: it.Address,
 			App: sm.App, Environment: it.Environment, Category: n.Category,
-			Content: p.contentFor(n, channelOf(sm.Provider), it.Locale), CollapseID: n.EffectiveCollapseID(),
+			Content: content, CollapseID: n.EffectiveCollapseID(),
 			Priority: n.Priority, TTL: ttl,
 		}
 	}
@@ -295,11 +315,19 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 				u.Reason = notify.ReasonBounced
 				o.cleanup.Suppress = append(o.cleanup.Suppress, suppressItem{Channel: channelOf(sm.Provider), Address: it.Address, Reason: notify.ReasonBounced})
 			}
+		case code == notify.EUNREACHABLE:
+			// Not the address's fault (the phone may take an SMS): nothing is suppressed, and
+			// fallBack may hand the recipient to an SMS/LMS delivery.
+			u.Status, u.Reason, u.Detail = notify.DeliveryFailed, notify.ReasonUnreachable, notify.ErrorMessage(r.Err)
 		case code == notify.ESUPPRESSED:
 			u.Status, u.Reason, u.Detail = notify.DeliveryFailed, notify.ReasonSuppressed, notify.ErrorMessage(r.Err)
 			o.cleanup.Suppress = append(o.cleanup.Suppress, suppressItem{Channel: channelOf(sm.Provider), Address: byID[r.DeliveryID].Address, Reason: "provider_opt_out"})
 		default:
 			u.Status, u.Reason, u.Detail = notify.DeliveryFailed, notify.ReasonRejected, notify.ErrorMessage(r.Err)
+		}
+		if it := byID[r.DeliveryID]; it.FallbackOf != "" && u.Status != notify.DeliveryPending {
+			// A fallback says what it stands in for, whatever its outcome.
+			u.Detail = strings.TrimSuffix(fallbackDetail(it)+"; "+u.Detail, "; ")
 		}
 		if u.Status == notify.DeliveryFailed {
 			o.failed++
@@ -337,6 +365,9 @@ func (p *Pipeline) logBatch(ctx context.Context, n *notify.Notification, sm send
 	p.metric(ctx, "Failed", o.failed, dims)
 	p.metric(ctx, "Retried", len(o.retry), dims)
 	p.metric(ctx, "Expired", o.expired, dims)
+	if o.fellBack > 0 {
+		p.metric(ctx, "FellBack", o.fellBack, dims)
+	}
 	p.log.InfoContext(ctx, "batch sent", "notification_id", n.ID, "provider", sm.Provider, "app", sm.App,
 		"batch", sm.BatchID, "claimed", claimed, "sent", o.sent, "failed", o.failed, "expired", o.expired, "retrying", len(o.retry),
 		"retry_in", o.delay, "failure_reasons", o.reasons, "duration_ms", p.clock.Now().Sub(start).Milliseconds())
@@ -353,11 +384,7 @@ func (p *Pipeline) contentFor(n *notify.Notification, ch notify.Channel, locale 
 // sendsThrough reports whether prov is a provider send batches go to (the inbox is written by
 // prepare and has no sender).
 func sendsThrough(prov notify.Provider) bool {
-	switch prov {
-	case notify.ProviderFCM, notify.ProviderAPNs, notify.ProviderSES, notify.ProviderTwilio:
-		return true
-	}
-	return false
+	return slices.Contains(notify.Providers, prov)
 }
 
 func channelOf(prov notify.Provider) notify.Channel {
@@ -368,6 +395,8 @@ func channelOf(prov notify.Provider) notify.Channel {
 		return notify.ChannelSMS
 	case notify.ProviderInbox:
 		return notify.ChannelInbox
+	case notify.ProviderAlimTalk:
+		return notify.ChannelAlimTalk
 	}
 	return notify.ChannelPush
 }

@@ -40,14 +40,16 @@ func (s *Store) CreateDeliveries(ctx context.Context, notificationID string, chu
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO prepared_chunks (notification_id, chunk) VALUES (?, ?)
-			ON CONFLICT DO NOTHING`, notificationID, chunk)
-		if err != nil {
-			return fmt.Errorf("mark chunk: %w", err)
-		}
-		fresh, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("mark chunk: %w", err)
+		fresh := int64(1) // NoChunk: no marker, each id is inserted once
+		if chunk != notify.NoChunk {
+			res, err := tx.ExecContext(ctx, `INSERT INTO prepared_chunks (notification_id, chunk) VALUES (?, ?)
+				ON CONFLICT DO NOTHING`, notificationID, chunk)
+			if err != nil {
+				return fmt.Errorf("mark chunk: %w", err)
+			}
+			if fresh, err = res.RowsAffected(); err != nil {
+				return fmt.Errorf("mark chunk: %w", err)
+			}
 		}
 
 		isPending := make(map[string]bool, len(ds))
@@ -64,9 +66,11 @@ func (s *Store) CreateDeliveries(ctx context.Context, notificationID string, chu
 			if err := s.addStats(ctx, tx, notificationID, delta); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE notifications SET chunks_prepared = chunks_prepared + 1
-				WHERE id = ?`, notificationID); err != nil {
-				return fmt.Errorf("count chunk: %w", err)
+			if chunk != notify.NoChunk {
+				if _, err := tx.ExecContext(ctx, `UPDATE notifications SET chunks_prepared = chunks_prepared + 1
+					WHERE id = ?`, notificationID); err != nil {
+					return fmt.Errorf("count chunk: %w", err)
+				}
 			}
 		}
 		// Deliveries left from an earlier attempt may still be PENDING: look up those not inserted

@@ -14,6 +14,7 @@ var deliveryCases = []storeCase{
 	{"CreateDeliveries/InsertsAndCounts", testCreateDeliveriesCounts},
 	{"CreateDeliveries/SameChunkChangesNothing", testCreateDeliveriesSameChunk},
 	{"CreateDeliveries/OnlyNewIDs", testCreateDeliveriesOnlyNew},
+	{"CreateDeliveries/NoChunk", testCreateDeliveriesNoChunk},
 	{"CreateDeliveries/TerminalNotPending", testCreateDeliveriesTerminalNotPending},
 	{"ClaimDeliveries/Pending", testClaimPending},
 	{"ClaimDeliveries/LeaseHeld", testClaimLeaseHeld},
@@ -81,6 +82,32 @@ func testCreateDeliveriesSameChunk(t *testing.T, s notify.Store) {
 	}
 	if _, ok := getStats(t, s, n.ID).Channels[notify.ChannelSMS]; ok {
 		t.Fatal("a delivery of an already prepared chunk was counted")
+	}
+}
+
+// testCreateDeliveriesNoChunk: deliveries created after prepare (NoChunk) are inserted and
+// counted once per id, however often they are submitted, and mark no chunk.
+func testCreateDeliveriesNoChunk(t *testing.T, s notify.Store) {
+	n := mustCreateNotification(t, s, newNotification("billing", ""))
+	push := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "a", 2)
+	createChunk(t, s, n.ID, 0, push)
+
+	late := makeDeliveries(n.ID, notify.ChannelSMS, notify.DeliveryPending, "fallback", 1)
+	for range 2 {
+		pending := createChunk(t, s, n.ID, notify.NoChunk, late)
+		sameSet(t, "pending", pending, deliveryIDs(late))
+	}
+	more := makeDeliveries(n.ID, notify.ChannelSMS, notify.DeliveryPending, "fallback2", 1)
+	createChunk(t, s, n.ID, notify.NoChunk, concat(late, more))
+
+	st := getStats(t, s, n.ID)
+	wantChannel(t, st, notify.ChannelSMS, notify.ChannelStats{Total: 2})
+	wantChannel(t, st, notify.ChannelPush, notify.ChannelStats{Total: 2})
+	if st.ChunksPrepared != 1 {
+		t.Fatalf("ChunksPrepared = %d after NoChunk creates, want 1", st.ChunksPrepared)
+	}
+	if got := len(listAll(t, s, n.ID, 100)); got != 4 {
+		t.Fatalf("%d deliveries stored, want 4", got)
 	}
 }
 
