@@ -83,6 +83,10 @@ type Options struct {
 type Principal struct {
 	Service string
 	User    string
+	// Operator is a person signed in to the console (in AWS: a JWT carrying the configured admin
+	// group or scope), named by User. It may call the operator routes through /console/api/…
+	// only, and the audit log names User.
+	Operator bool
 }
 
 // route is one endpoint. This table is the only list of Herald's routes: New registers it on the
@@ -134,6 +138,11 @@ var routes = []route{
 	{Method: "POST", Path: "/v1/admin/queues/{queue}/redrive", handle: (*server).redrive},
 	{Method: "POST", Path: "/v1/admin/schedules/rearm", handle: (*server).rearmSchedules},
 	{Method: "GET", Path: "/v1/admin/audit", handle: (*server).listAudit},
+	{Method: "GET", Path: "/v1/admin/notifications/{id}", handle: (*server).adminGetNotification},
+	{Method: "GET", Path: "/v1/admin/campaigns/{id}", handle: (*server).adminGetCampaign},
+	{Method: "POST", Path: "/v1/admin/campaigns/{id}/pause", handle: (*server).adminPauseCampaign},
+	{Method: "POST", Path: "/v1/admin/campaigns/{id}/resume", handle: (*server).adminResumeCampaign},
+	{Method: "POST", Path: "/v1/admin/campaigns/{id}/cancel", handle: (*server).adminCancelCampaign},
 }
 
 // probeMethods are tried to tell a wrong method (405) from an unknown path (404).
@@ -224,6 +233,9 @@ func New(o Options) http.Handler {
 		}
 		s.mux.Handle(rt.Method+" "+rt.Path, s.endpoint(rt))
 	}
+	if o.Routes != ServiceRoutes {
+		s.registerConsole()
+	}
 	for pattern, h := range o.Extra {
 		s.mux.Handle(pattern, h)
 	}
@@ -236,6 +248,8 @@ type requestInfo struct {
 	service   string // "user" for an end user
 	user      string // an end user's subject
 	unmatched bool
+	console   bool // came in through the console's API prefix
+	operator  bool // a console sign-in (Principal.Operator)
 }
 
 type infoKey struct{}
@@ -304,6 +318,14 @@ func (s *server) endpoint(rt route) http.Handler {
 				}
 				s.writeError(w, r, err)
 				return
+			}
+			if p.Operator {
+				if err := operatorPrincipal(r, rt); err != nil {
+					s.writeError(w, r, err)
+					return
+				}
+				infoOf(r).operator = true
+				p.Service = "console"
 			}
 			if p.Service == "" { // an end user: only their own inbox
 				if !rt.EndUser || r.PathValue("user") != p.User {

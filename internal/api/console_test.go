@@ -1,0 +1,127 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"herald/internal/notify"
+)
+
+func TestConsolePageLoadsWithoutKeyAndItsDataNeedsOne(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit)
+	rec := e.do(t, "GET", "/console", "", nil)
+	wantStatus(t, rec, http.StatusOK)
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/html") || !strings.Contains(rec.Body.String(), "/console/app.js") {
+		t.Fatalf("GET /console = %s %q", ct, rec.Body)
+	}
+	if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
+		t.Errorf("Content-Security-Policy = %q", csp)
+	}
+	for file, ct := range consoleAssets {
+		rec := e.do(t, "GET", "/console/"+file, "", nil)
+		wantStatus(t, rec, http.StatusOK)
+		if got := rec.Header().Get("Content-Type"); got != ct || rec.Body.Len() == 0 {
+			t.Errorf("GET /console/%s = %q, %d bytes", file, got, rec.Body.Len())
+		}
+	}
+	wantError(t, e.do(t, "GET", "/console/secrets.txt", "", nil), http.StatusNotFound, notify.ENOTFOUND, "")
+
+	// Every data route the console calls answers 401 without a key and 403 with a non-admin one.
+	for _, path := range []string{"queues", "queues/ingest-orders/dead-letters", "audit", "notifications/n_x", "campaigns/c_x"} {
+		rec := e.do(t, "GET", "/console/api/"+path, "", nil)
+		wantError(t, rec, http.StatusUnauthorized, notify.EUNAUTHORIZED, "")
+		if rec.Header().Get("WWW-Authenticate") == "" {
+			t.Errorf("GET /console/api/%s: 401 without WWW-Authenticate", path)
+		}
+		wantError(t, e.do(t, "GET", "/console/api/"+path, billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	}
+	wantError(t, e.do(t, "POST", "/console/api/queues/ingest-orders/redrive", "", nil), http.StatusUnauthorized, notify.EUNAUTHORIZED, "")
+
+	direct := e.do(t, "GET", "/v1/admin/queues", ordersKey, nil)
+	viaConsole := e.do(t, "GET", "/console/api/queues", ordersKey, nil)
+	wantStatus(t, viaConsole, http.StatusOK)
+	if viaConsole.Body.String() != direct.Body.String() {
+		t.Fatalf("console queues = %s, /v1/admin/queues = %s", viaConsole.Body, direct.Body)
+	}
+	// Only operator routes are behind the prefix: it is not a way into the service routes.
+	wantError(t, e.do(t, "GET", "/console/api/users/u1/devices", ordersKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+}
+
+func TestConsoleIsServedWithTheOperatorRoutesOnly(t *testing.T) {
+	t.Parallel()
+	for rs, want := range map[RouteSet]int{AllRoutes: http.StatusOK, AdminRoutes: http.StatusOK, ServiceRoutes: http.StatusNotFound} {
+		e := setup(t, withAudit, func(o *Options) { o.Routes = rs })
+		if rec := e.do(t, "GET", "/console", "", nil); rec.Code != want {
+			t.Errorf("route set %d: GET /console = %d, want %d", rs, rec.Code, want)
+		}
+	}
+}
+
+func TestAdminReadsAnyServicesNotification(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit) // orders is the admin
+	billing := notify.SendRequest{Channels: []notify.Channel{notify.ChannelPush}, Content: notify.Content{Body: "x"},
+		Recipients: []notify.Recipient{{UserID: "u1"}}}
+	n := billing.Notification(notify.NewID("n_", e.clock.Now()), "billing", e.clock.Now())
+	if _, _, err := e.store.CreateNotification(t.Context(), n); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, e.do(t, "GET", "/v1/notifications/"+n.ID, ordersKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+	for _, path := range []string{"/v1/admin/notifications/" + n.ID, "/console/api/notifications/" + n.ID} {
+		rec := e.do(t, "GET", path, ordersKey, nil)
+		wantStatus(t, rec, http.StatusOK)
+		wantDocumented(t, "GET", "/v1/admin/notifications/{id}", rec)
+		if v := decodeBody[notificationView](t, rec); v.ID != n.ID || v.Service != "billing" {
+			t.Fatalf("GET %s = %+v", path, v)
+		}
+	}
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications/"+n.ID, billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+}
+
+func TestAdminControlsAnyServicesCampaign(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withCampaigns(), withAudit)
+	body := campaignBody()
+	body["send_at"] = e.clock.Now().Add(time.Hour).Format(time.RFC3339)
+	acc := decodeBody[campaignState](t, e.do(t, "POST", "/v1/campaigns", billingKey, body))
+	wantError(t, e.do(t, "GET", "/v1/campaigns/"+acc.ID, ordersKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+	rec := e.do(t, "GET", "/console/api/campaigns/"+acc.ID, ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "GET", "/v1/admin/campaigns/{id}", rec)
+	wantError(t, e.do(t, "POST", "/v1/admin/campaigns/"+acc.ID+"/cancel", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	e.clock.Advance(time.Second)
+	rec = e.do(t, "POST", "/console/api/campaigns/"+acc.ID+"/cancel", ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	if st := decodeBody[campaignState](t, rec); st.State != notify.CampaignCanceled {
+		t.Fatalf("cancel = %+v", st)
+	}
+	got := auditEntries(t, e, "?action="+string(notify.AuditCampaignCancel))
+	if len(got.Entries) != 2 || got.Entries[0].Actor != "orders" || got.Entries[0].Result != notify.AuditResultOK || got.Entries[1].Actor != "billing" {
+		t.Fatalf("audit = %+v, want orders' cancel after billing's refused one", got.Entries)
+	}
+}
+
+func TestConsoleOperatorSignIn(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit, func(o *Options) {
+		o.Authenticate = func(r *http.Request) (Principal, error) {
+			if r.Header.Get("Authorization") == "Bearer operator-jwt" {
+				return Principal{User: "alice@example.com", Operator: true}, nil
+			}
+			return Principal{}, nil
+		}
+	})
+	const jwt = "operator-jwt"
+	wantStatus(t, e.do(t, "GET", "/console/api/queues", jwt, nil), http.StatusOK)
+	// The same sign-in elsewhere is refused: the operator routes directly, the service routes.
+	wantError(t, e.do(t, "GET", "/v1/admin/queues", jwt, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantError(t, e.do(t, "GET", "/v1/notifications/n_x", jwt, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantStatus(t, e.do(t, "POST", "/console/api/queues/ingest-orders/redrive", jwt, nil), http.StatusOK)
+	got := auditEntries(t, e, "?action="+string(notify.AuditQueueRedrive))
+	if len(got.Entries) != 1 || got.Entries[0].Actor != "alice@example.com" || got.Entries[0].ActorKind != notify.ActorUser {
+		t.Fatalf("audit = %+v, want the redrive attributed to the operator", got.Entries)
+	}
+}
