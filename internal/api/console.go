@@ -102,31 +102,21 @@ func (s *server) adminGetNotification(w http.ResponseWriter, r *http.Request) er
 	return s.getNotification(w, r)
 }
 
-// adminCampaign serves a campaign route for an admin; a refused action is audited like the
-// actions that run (which audit themselves).
-func (s *server) adminCampaign(w http.ResponseWriter, r *http.Request, action notify.AuditAction, serve func(http.ResponseWriter, *http.Request) error) error {
-	if !s.isAdmin(r) {
-		var err error = notify.Errorf(notify.EFORBIDDEN, "the operator routes need a service listed as admin in herald.yaml")
-		if action != "" {
-			s.audit(w, r, action, notify.AuditTargetCampaign, r.PathValue("id"), nil, &err)
-		}
-		return err
-	}
-	return serve(w, r)
-}
-
 func (s *server) adminGetCampaign(w http.ResponseWriter, r *http.Request) error {
-	return s.adminCampaign(w, r, "", s.getCampaign)
+	if !s.isAdmin(r) {
+		return notify.Errorf(notify.EFORBIDDEN, "the operator routes need a service listed as admin in herald.yaml")
+	}
+	return s.getCampaign(w, r)
 }
 
 func (s *server) adminPauseCampaign(w http.ResponseWriter, r *http.Request) error {
-	return s.adminCampaign(w, r, notify.AuditCampaignPause, s.pauseCampaign)
+	return s.adminAction(w, r, notify.AuditCampaignPause, notify.AuditTargetCampaign, s.pauseCampaign)
 }
 
 func (s *server) adminResumeCampaign(w http.ResponseWriter, r *http.Request) error {
-	return s.adminCampaign(w, r, notify.AuditCampaignResume, s.resumeCampaign)
+	return s.adminAction(w, r, notify.AuditCampaignResume, notify.AuditTargetCampaign, s.resumeCampaign)
 }
 
 func (s *server) adminCancelCampaign(w http.ResponseWriter, r *http.Request) error {
-	return s.adminCampaign(w, r, notify.AuditCampaignCancel, s.cancelCampaign)
+	return s.adminAction(w, r, notify.AuditCampaignCancel, notify.AuditTargetCampaign, s.cancelCampaign)
 }

@@ -1,12 +1,15 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"herald/internal/notify"
+	"herald/internal/sqlite"
 )
 
 func TestConsolePageLoadsWithoutKeyAndItsDataNeedsOne(t *testing.T) {
@@ -123,5 +126,53 @@ func TestConsoleOperatorSignIn(t *testing.T) {
 	got := auditEntries(t, e, "?action="+string(notify.AuditQueueRedrive))
 	if len(got.Entries) != 1 || got.Entries[0].Actor != "alice@example.com" || got.Entries[0].ActorKind != notify.ActorUser {
 		t.Fatalf("audit = %+v, want the redrive attributed to the operator", got.Entries)
+	}
+}
+
+func TestAdminListsAndControlsReservedSends(t *testing.T) {
+	t.Parallel()
+	var sched *sqlite.Scheduler
+	e := setup(t, withCampaigns(), withAudit, withScheduler(t, &sched), func(o *Options) { o.AdminServices = []string{"billing"} })
+	at := e.clock.Now().Add(time.Hour).Truncate(time.Second)
+	seedScheduled(t, e, sched, "n_reserved1", at) // orders'
+	body := campaignBody()
+	body["send_at"] = at.Add(time.Hour).Format(time.RFC3339)
+	acc := decodeBody[campaignState](t, e.do(t, "POST", "/v1/campaigns", ordersKey, body))
+
+	wantError(t, e.do(t, "GET", "/v1/admin/reserved", ordersKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	var got []reservedView
+	for cursor, pages := "", 0; ; pages++ {
+		if pages > 10 {
+			t.Fatal("the reserved listing does not end")
+		}
+		rec := e.do(t, "GET", "/console/api/reserved?limit=1&cursor="+url.QueryEscape(cursor), billingKey, nil)
+		wantStatus(t, rec, http.StatusOK)
+		wantDocumented(t, "GET", "/v1/admin/reserved", rec)
+		p := decodeBody[reservedPage](t, rec)
+		got = append(got, p.Reserved...)
+		if cursor = p.NextCursor; cursor == "" {
+			break
+		}
+	}
+	want := []reservedView{{Kind: "notification", ID: "n_reserved1", Service: "orders", SendAt: at.UTC()},
+		{Kind: "campaign", ID: acc.ID, Service: "orders", SendAt: at.Add(time.Hour).UTC()}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("reserved = %+v, want %+v", got, want)
+	}
+	wantError(t, e.do(t, "GET", "/v1/admin/reserved?cursor=bogus", billingKey, nil), http.StatusBadRequest, notify.EINVALID, "cursor")
+
+	// billing, an admin, moves and cancels orders' reserved sends; orders' own routes see them.
+	later := at.Add(3 * time.Hour)
+	wantStatus(t, e.do(t, "PATCH", "/console/api/notifications/n_reserved1", billingKey, map[string]any{"send_at": later}), http.StatusOK)
+	wantStatus(t, e.do(t, "PATCH", "/console/api/campaigns/"+acc.ID, billingKey, map[string]any{"send_at": later}), http.StatusOK)
+	wantError(t, e.do(t, "DELETE", "/v1/admin/notifications/n_reserved1", ordersKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantStatus(t, e.do(t, "DELETE", "/console/api/notifications/n_reserved1", billingKey, nil), http.StatusOK)
+	n, err := e.store.GetNotification(t.Context(), "n_reserved1")
+	if err != nil || n.Status != notify.StatusCanceled || !n.SendAt.Equal(later) {
+		t.Fatalf("notification after the operator's reschedule and cancel: %+v %v", n, err)
+	}
+	c := decodeBody[campaignView](t, e.do(t, "GET", "/v1/campaigns/"+acc.ID, ordersKey, nil))
+	if c.SendAt == nil || !c.SendAt.Equal(later) {
+		t.Fatalf("campaign send_at = %v, want %v", c.SendAt, later)
 	}
 }

@@ -132,6 +132,29 @@ func TestConsoleInBrowser(t *testing.T) {
 	run("sandbox", chromedp.Navigate(base+"#/sandbox"), chromedp.WaitVisible(fmt.Sprintf(`tr[data-address=%q]`, token)))
 	shot("sandbox")
 
+	// A reserved send is listed with its time, and cancelled from the page.
+	var reserved struct {
+		ID string `json:"id"`
+	}
+	if code := e.do("POST", "/v1/notifications", map[string]any{
+		"channels": []string{"push"}, "content": map[string]any{"body": "Later"}, "send_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
+		"recipients": []map[string]any{{"fcm_token": "fcm-console-reserved-0001"}},
+	}, &reserved); code != http.StatusAccepted {
+		t.Fatalf("POST /v1/notifications (reserved) = %d", code)
+	}
+	waitFor(t, func() bool {
+		n, err := e.rt.Store.GetNotification(ctx, reserved.ID)
+		return err == nil && n.Status == notify.StatusScheduled
+	})
+	row := fmt.Sprintf(`tr[data-id=%q]`, reserved.ID)
+	run("reserved", chromedp.Navigate(base+"#/reserved"), chromedp.WaitVisible(row))
+	shot("reserved")
+	run("cancel reserved", chromedp.Click(row+" button.cancel"), chromedp.WaitVisible(row+" button.cancel-confirm"),
+		chromedp.Click(row+" button.cancel-confirm"), chromedp.WaitVisible(`#status.ok`))
+	if n, err := e.rt.Store.GetNotification(ctx, reserved.ID); err != nil || n.Status != notify.StatusCanceled {
+		t.Fatalf("after cancelling from the console the notification is %+v (%v)", n, err)
+	}
+
 	// A small campaign, paced so that its progress can be watched, reaches 100 %.
 	for i := range 20 {
 		e.mustDo("PUT", fmt.Sprintf("/v1/users/cc%02d/devices/fcm-console-campaign-%02d", i, i), map[string]any{"platform": "fcm"}, 200)

@@ -203,6 +203,48 @@ async function campaignPage(main, id) {
   return ["COMPLETED", "CANCELED", "FAILED"].includes(c.state) ? 0 : 2000;
 }
 
+// reservedPage lists the upcoming reserved sends, soonest first, fetching store pages until
+// there are 200 or the listing ends (on DynamoDB each page is a bounded scan).
+async function reservedPage(main) {
+  let list = [], cursor = "", more = false;
+  for (let pages = 0; ; pages++) {
+    const p = await api("GET", "reserved?limit=200" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
+    list = list.concat(p.reserved);
+    cursor = p.next_cursor;
+    if (!cursor) break;
+    if (list.length >= 200 || pages >= 20) { more = true; break; }
+  }
+  list.sort((a, b) => a.send_at.localeCompare(b.send_at));
+  const path = (r) => (r.kind === "campaign" ? "campaigns/" : "notifications/") + encodeURIComponent(r.id);
+  const row = (r) => {
+    const at = el("input", { type: "datetime-local", step: 1, value: r.send_at.slice(0, 19) });
+    const box = el("span", {});
+    return el("tr", { "data-id": r.id },
+      el("td", {}, r.kind), el("td", {}, el("a", { href: "#/" + path(r) }, r.id)), el("td", {}, r.service),
+      el("td", {}, when(r.send_at)),
+      el("td", {}, at, " UTC ", el("button", { class: "reschedule", onclick: async () => {
+        try {
+          await api("PATCH", path(r), { send_at: at.value.length === 16 ? at.value + ":00Z" : at.value + "Z" });
+          status(r.id + " rescheduled.", true);
+        } catch (e) { status(e.message); }
+        route();
+      } }, "Reschedule"), " ", box, el("button", { class: "danger cancel", onclick: () => {
+        box.replaceChildren("Cancel " + r.id + "? ", el("button", { class: "danger cancel-confirm", onclick: async () => {
+          try {
+            await api(r.kind === "campaign" ? "POST" : "DELETE", path(r) + (r.kind === "campaign" ? "/cancel" : ""));
+            status(r.id + " canceled.", true);
+          } catch (e) { status(e.message); }
+          route();
+        } }, "Yes, cancel"), " ");
+      } }, "Cancel")));
+  };
+  main.replaceChildren(el("h1", {}, "Reserved sends"),
+    el("p", { class: "muted" }, "Notifications and campaigns of every service waiting for their send_at, soonest first. Times are UTC." +
+      (more ? " Only the first " + list.length + " found are shown." : "")),
+    table(["Kind", "Id", "Service", "Send at", "Reschedule (UTC) / cancel"], list.map(row), "No reserved sends."));
+  return 0;
+}
+
 async function auditPage(main) {
   const data = await api("GET", "audit?limit=50");
   main.replaceChildren(el("h1", {}, "Audit log"),
@@ -238,6 +280,7 @@ const pages = [
   [/^\/notifications\/([^/]+)$/, notificationPage],
   [/^\/campaigns$/, campaignsPage],
   [/^\/campaigns\/([^/]+)$/, campaignPage],
+  [/^\/reserved$/, reservedPage],
   [/^\/audit$/, auditPage],
   [/^\/sandbox$/, sandboxPage],
 ];
