@@ -238,6 +238,17 @@ type Queue interface {
 	Stats(ctx context.Context, queue string) (QueueStats, error)
 }
 
+// DeadLetters acts on one dead letter at a time, for an operator who redrives or drops a single
+// message of a DLQ (the console). Both queue adapters implement it, checked by queuetest.
+type DeadLetters interface {
+	// RedriveDeadLetter moves message id of dlq back to the queue it dead-lettered from — the
+	// queue using dlq as its DLQ — with its receive count reset (the moved message may get a new
+	// ID). ENOTFOUND when dlq holds no such message, or it is received at the moment.
+	RedriveDeadLetter(ctx context.Context, dlq, id string) error
+	// DeleteDeadLetter removes message id from dlq; ENOTFOUND as for RedriveDeadLetter.
+	DeleteDeadLetter(ctx context.Context, dlq, id string) error
+}
+
 // QueueConfig declares a queue.
 type QueueConfig struct {
 	Name              string
