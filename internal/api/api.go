@@ -136,6 +136,8 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/admin/queues", handle: (*server).listQueues},
 	{Method: "GET", Path: "/v1/admin/queues/{queue}/dead-letters", handle: (*server).listDeadLetters},
 	{Method: "POST", Path: "/v1/admin/queues/{queue}/redrive", handle: (*server).redrive},
+	{Method: "POST", Path: "/v1/admin/queues/{queue}/dead-letters/{message}/redrive", handle: (*server).redriveDeadLetter},
+	{Method: "DELETE", Path: "/v1/admin/queues/{queue}/dead-letters/{message}", handle: (*server).deleteDeadLetter},
 	{Method: "POST", Path: "/v1/admin/schedules/rearm", handle: (*server).rearmSchedules},
 	{Method: "GET", Path: "/v1/admin/audit", handle: (*server).listAudit},
 	{Method: "GET", Path: "/v1/admin/reserved", handle: (*server).listReserved},

@@ -176,3 +176,48 @@ func TestAdminListsAndControlsReservedSends(t *testing.T) {
 		t.Fatalf("campaign send_at = %v, want %v", c.SendAt, later)
 	}
 }
+
+func TestRedriveAndDeleteOneDeadLetter(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit)
+	dlq := notify.DLQName(notify.IngestQueue("orders"))
+	if err := e.queue.Send(t.Context(), dlq, notify.OutMessage{Body: []byte(`{"one":1}`)}, notify.OutMessage{Body: []byte(`{"two":2}`)},
+		notify.OutMessage{Body: []byte(`{"three":3}`)}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := e.queue.Peek(t.Context(), dlq, 10)
+	if err != nil || len(msgs) != 3 {
+		t.Fatalf("peek = %v %v", msgs, err)
+	}
+	one, two := msgs[0].ID, msgs[1].ID
+	base := "/console/api/queues/ingest-orders/dead-letters/"
+	wantError(t, e.do(t, "POST", base+one+"/redrive", "", nil), http.StatusUnauthorized, notify.EUNAUTHORIZED, "")
+	wantError(t, e.do(t, "POST", base+one+"/redrive", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantError(t, e.do(t, "POST", "/v1/admin/queues/nope/dead-letters/"+one+"/redrive", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "queue")
+	e.clock.Advance(time.Second) // entries of the same instant have no set order
+	rec := e.do(t, "POST", base+one+"/redrive", ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "POST", "/v1/admin/queues/{queue}/dead-letters/{message}/redrive", rec)
+	e.clock.Advance(time.Second)
+	rec = e.do(t, "DELETE", base+two, ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "DELETE", "/v1/admin/queues/{queue}/dead-letters/{message}", rec)
+	e.clock.Advance(time.Second)
+	wantError(t, e.do(t, "DELETE", base+two, ordersKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+
+	if got := e.receiveAll(t, notify.IngestQueue("orders")); len(got) != 1 || string(got[0].Body) != `{"one":1}` {
+		t.Fatalf("the source queue holds %d messages, want the one redriven", len(got))
+	}
+	if left, _ := e.queue.Peek(t.Context(), dlq, 10); len(left) != 1 || string(left[0].Body) != `{"three":3}` {
+		t.Fatalf("the DLQ holds %d messages, want only the third", len(left))
+	}
+	got := auditEntries(t, e, "")
+	var actions []string
+	for _, a := range got.Entries {
+		actions = append(actions, string(a.Action)+" "+a.Params["message_id"]+" "+a.Result)
+	}
+	want := []string{"dead_letter.delete " + two + " not_found", "dead_letter.delete " + two + " ok", "dead_letter.redrive " + one + " ok"}
+	if len(actions) != 5 || strings.Join(actions[:3], "\n") != strings.Join(want, "\n") {
+		t.Fatalf("audit = %q, want the delete (twice) after the redrive", actions)
+	}
+}

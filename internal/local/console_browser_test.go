@@ -123,10 +123,24 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the dead-letters page shows the device token unmasked: %s", text)
 	}
 	shot("dead-letters")
-	run("redrive", chromedp.Click("#redrive-all"), chromedp.WaitVisible("#redrive-confirm"), chromedp.Click("#redrive-confirm"),
-		chromedp.WaitVisible(`#status.ok`), chromedp.Text("#status", &text, chromedp.ByQuery))
-	if !strings.Contains(text, "Moved 2") {
-		t.Fatalf("after redrive the console says %q", text)
+	// Redrive the request that can succeed now, delete the poison: each from its row, confirmed.
+	validID := ""
+	for _, m := range mustPeek(t, e, notify.DLQName(notify.IngestQueue("demo"))) {
+		if string(m.Body) == valid {
+			validID = m.ID
+		}
+	}
+	validRow, poisonRow := fmt.Sprintf(`tr[data-id=%q]`, validID), fmt.Sprintf(`tr[data-id=%q]`, msgs[0].ID)
+	run("redrive one", chromedp.Click(validRow+" button.redrive"), chromedp.WaitVisible(validRow+" button.redrive-confirm"),
+		chromedp.Click(validRow+" button.redrive-confirm"), chromedp.WaitVisible(`#status.ok`),
+		chromedp.WaitNotPresent(validRow), chromedp.Text("#status", &text, chromedp.ByQuery))
+	if !strings.Contains(text, "Redrive: "+validID) {
+		t.Fatalf("after the redrive the console says %q", text)
+	}
+	run("delete one", chromedp.Click(poisonRow+" button.delete"), chromedp.WaitVisible(poisonRow+" button.delete-confirm"),
+		chromedp.Click(poisonRow+" button.delete-confirm"), chromedp.WaitNotPresent(poisonRow), chromedp.WaitVisible(`#redrive-all:disabled`))
+	if left := mustPeek(t, e, notify.DLQName(notify.IngestQueue("demo"))); len(left) != 0 {
+		t.Fatalf("the DLQ still holds %d messages", len(left))
 	}
 	waitFor(t, func() bool { return e.deliveredTo(token) == 1 })
 	run("sandbox", chromedp.Navigate(base+"#/sandbox"), chromedp.WaitVisible(fmt.Sprintf(`tr[data-address=%q]`, token)))
@@ -177,4 +191,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	shot("campaign")
 	t.Logf("screenshots in %s", shots)
+}
+
+func mustPeek(t *testing.T, e *env, queue string) []notify.Message {
+	t.Helper()
+	msgs, err := e.rt.Queue.Peek(context.Background(), queue, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
 }

@@ -102,14 +102,34 @@ async function deadLettersPage(main, queue) {
   }, "Redrive all");
   main.replaceChildren(
     el("h1", {}, "Dead letters of " + queue),
-    el("p", {}, el("a", { href: "#/queues" }, "← queues"), " ", redrive, " ", confirmBox),
-    table(["Id", "Error code", "Reason", "Receive count", "Sent", "Payload (masked)"],
+    el("p", {}, el("a", { href: "#/queues" }, "← queues"), " ", el("button", { onclick: route }, "Refresh"), " ", redrive, " ", confirmBox),
+    table(["Id", "Error code", "Reason", "Receive count", "Sent", "Payload (masked)", ""],
       data.dead_letters.map(d => el("tr", { "data-id": d.id },
         el("td", {}, d.id), el("td", {}, d.code || "—"), el("td", { class: "reason" }, d.error || "—"),
         num(d.receive_count), el("td", {}, when(d.sent_at)),
-        el("td", {}, el("pre", {}, JSON.stringify(d.payload, null, 1))))),
+        el("td", {}, el("pre", {}, JSON.stringify(d.payload, null, 1))),
+        el("td", {}, oneDeadLetter(queue, d.id)))),
       "No dead letters."));
-  return 5000;
+  return 0; // no refresh by itself: it would close a confirmation being answered
+}
+
+// oneDeadLetter is a dead letter's Redrive and Delete buttons, each confirmed in the page.
+function oneDeadLetter(queue, id) {
+  const box = el("span", {});
+  const path = "queues/" + encodeURIComponent(queue) + "/dead-letters/" + encodeURIComponent(id);
+  const ask = (verb, method, suffix) => () => box.replaceChildren(verb + " " + id + "? ",
+    el("button", { class: "danger " + verb.toLowerCase() + "-confirm", onclick: async () => {
+      try {
+        await api(method, path + suffix);
+        status(verb + ": " + id + " done.", true);
+      } catch (e) { status(e.message); }
+      route();
+    } }, "Yes"), " ", el("button", { onclick: () => box.replaceChildren(buttons()) }, "No"));
+  const buttons = () => el("span", {},
+    el("button", { class: "redrive", onclick: ask("Redrive", "POST", "/redrive") }, "Redrive"), " ",
+    el("button", { class: "danger delete", onclick: ask("Delete", "DELETE", "") }, "Delete"));
+  box.append(buttons());
+  return box;
 }
 
 function findForm(label, go) {
