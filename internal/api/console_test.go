@@ -221,3 +221,20 @@ func TestRedriveAndDeleteOneDeadLetter(t *testing.T) {
 		t.Fatalf("audit = %q, want the delete (twice) after the redrive", actions)
 	}
 }
+
+func TestQueuesShowTheOldestMessageAge(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit)
+	if err := e.queue.Send(t.Context(), notify.IngestQueue("orders"), notify.OutMessage{Body: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	rec := e.do(t, "GET", "/v1/admin/queues", ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "GET", "/v1/admin/queues", rec)
+	got := decodeBody[struct {
+		Queues []queueView `json:"queues"`
+	}](t, rec)
+	if len(got.Queues) != 1 || got.Queues[0].Stats.OldestAgeSeconds == nil {
+		t.Fatalf("queues = %s, want the oldest message's age", rec.Body)
+	}
+}

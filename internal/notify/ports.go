@@ -205,6 +205,11 @@ type QueueStats struct {
 	Visible  int `json:"visible"`
 	InFlight int `json:"in_flight"`
 	Delayed  int `json:"delayed"`
+	// OldestAgeSeconds is how long ago the oldest message still in the queue (visible, in
+	// flight or delayed) was sent; nil when the queue is empty or the backend does not say
+	// (SQS reports it only as the CloudWatch metric ApproximateAgeOfOldestMessage, which the
+	// alarms watch).
+	OldestAgeSeconds *int64 `json:"oldest_age_seconds,omitempty"`
 }
 
 // Producer enqueues messages. It is all a stage needs of a queue.

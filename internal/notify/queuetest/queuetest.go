@@ -34,6 +34,8 @@ type Features struct {
 	PeekReceives bool
 	// PeekOmitsAttributes: Peek returns ID, Body and SentAt but not Attributes and GroupID.
 	PeekOmitsAttributes bool
+	// NoOldestAge: Stats never reports OldestAgeSeconds (SQS has it only in CloudWatch).
+	NoOldestAge bool
 }
 
 // Run runs the suite. newQueue must return a Queue holding exactly the queues in cfgs, empty;
@@ -167,7 +169,12 @@ func (e *env) expectStats(queue string, want notify.QueueStats) {
 		if err != nil {
 			e.t.Fatalf("Stats(%s): %v", queue, err)
 		}
+		age := got.OldestAgeSeconds
+		got.OldestAgeSeconds = nil // checked by testStats
 		if got == want {
+			if age != nil && (want == (notify.QueueStats{}) || e.f.NoOldestAge) {
+				e.t.Fatalf("Stats(%s) oldest age %d s, want none (empty queue, or a backend that does not report it)", queue, *age)
+			}
 			return
 		}
 		if time.Now().After(deadline) {
@@ -529,6 +536,15 @@ func testStats(t *testing.T, s *suite) {
 	}
 	e.expectStats(e.name, notify.QueueStats{Visible: 2, InFlight: 1, Delayed: 1})
 	e.expectStats(e.dlq, notify.QueueStats{})
+	if s.f.NoOldestAge {
+		return
+	}
+	// The oldest message was sent moments ago; a second later it is at least a second old.
+	time.Sleep(1100 * time.Millisecond)
+	got, err := e.q.Stats(e.ctx, e.name)
+	if err != nil || got.OldestAgeSeconds == nil || *got.OldestAgeSeconds < 1 || *got.OldestAgeSeconds > 60 {
+		t.Fatalf("Stats oldest age = %v, %v; want 1–60 s", got.OldestAgeSeconds, err)
+	}
 }
 
 func testPeek(t *testing.T, s *suite) {
