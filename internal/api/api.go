@@ -141,6 +141,7 @@ var routes = []route{
 	{Method: "POST", Path: "/v1/admin/schedules/rearm", handle: (*server).rearmSchedules},
 	{Method: "GET", Path: "/v1/admin/audit", handle: (*server).listAudit},
 	{Method: "GET", Path: "/v1/admin/reserved", handle: (*server).listReserved},
+	{Method: "GET", Path: "/v1/admin/notifications", handle: (*server).listNotifications},
 	{Method: "GET", Path: "/v1/admin/notifications/{id}", handle: (*server).adminGetNotification},
 	{Method: "PATCH", Path: "/v1/admin/notifications/{id}", handle: (*server).adminRescheduleNotification},
 	{Method: "DELETE", Path: "/v1/admin/notifications/{id}", handle: (*server).adminCancelNotification},

@@ -238,3 +238,65 @@ func TestQueuesShowTheOldestMessageAge(t *testing.T) {
 		t.Fatalf("queues = %s, want the oldest message's age", rec.Body)
 	}
 }
+
+func TestAdminListsNotifications(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit) // orders is the admin
+	mk := func(service, key string, cat notify.Category, age time.Duration) string {
+		sr := notify.SendRequest{Channels: []notify.Channel{notify.ChannelPush}, Content: notify.Content{Body: "x"},
+			Recipients: []notify.Recipient{{UserID: "u1"}}, Category: cat, IdempotencyKey: key}
+		n := sr.Notification(notify.NewID("n_", e.clock.Now().Add(-age)), service, e.clock.Now().Add(-age))
+		if _, _, err := e.store.CreateNotification(t.Context(), n); err != nil {
+			t.Fatal(err)
+		}
+		return n.ID
+	}
+	old := mk("billing", "", notify.CategoryTransactional, 2*time.Hour)
+	promo := mk("billing", "promo-1", notify.CategoryMarketing, time.Hour)
+	mine := mk("orders", "", notify.CategoryTransactional, 0)
+
+	list := func(query string) []string {
+		t.Helper()
+		var ids []string
+		for cursor, pages := "", 0; ; pages++ {
+			if pages > 10 {
+				t.Fatal("the listing does not end")
+			}
+			q := query + "&limit=1"
+			if cursor != "" {
+				q += "&cursor=" + url.QueryEscape(cursor)
+			}
+			rec := e.do(t, "GET", "/console/api/notifications?"+q, ordersKey, nil)
+			wantStatus(t, rec, http.StatusOK)
+			wantDocumented(t, "GET", "/v1/admin/notifications", rec)
+			p := decodeBody[notificationList](t, rec)
+			for _, n := range p.Notifications {
+				ids = append(ids, n.ID)
+			}
+			if cursor = p.NextCursor; cursor == "" {
+				return ids
+			}
+		}
+	}
+	for query, want := range map[string][]string{
+		"":                   {mine, promo, old},
+		"service=billing":    {promo, old},
+		"category=marketing": {promo},
+		"service=billing&idempotency_key=promo-1": {promo},
+		"status=SENT": nil,
+		"from=" + url.QueryEscape(e.clock.Now().Add(-90*time.Minute).Format(time.RFC3339Nano)): {mine, promo},
+	} {
+		if got := list(query); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("?%s listed %v, want %v", query, got, want)
+		}
+	}
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications", "", nil), http.StatusUnauthorized, notify.EUNAUTHORIZED, "")
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications?status=DISPATCHING", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "status")
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications?category=spam", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "category")
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications?from=yesterday", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "from")
+	// A cursor serves only the filter it was made for.
+	p := decodeBody[notificationList](t, e.do(t, "GET", "/v1/admin/notifications?limit=1", ordersKey, nil))
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications?limit=1&service=billing&cursor="+url.QueryEscape(p.NextCursor), ordersKey, nil),
+		http.StatusBadRequest, notify.EINVALID, "cursor")
+}

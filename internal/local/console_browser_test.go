@@ -146,6 +146,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	run("sandbox", chromedp.Navigate(base+"#/sandbox"), chromedp.WaitVisible(fmt.Sprintf(`tr[data-address=%q]`, token)))
 	shot("sandbox")
 
+	// The redriven request's notification is listed under its status, and opens with its counts.
+	run("notifications", chromedp.Navigate(base+"#/notifications?status=SENT&service=demo"), chromedp.WaitVisible(`tbody tr[data-id] a`))
+	shot("notifications")
+	run("one notification", chromedp.Click(`tbody tr[data-id] a`), chromedp.WaitVisible("#n-status"),
+		chromedp.Text("#page", &text, chromedp.ByQuery))
+	if !strings.Contains(text, "SENT") || !strings.Contains(text, "Per channel") || !strings.Contains(text, "push") {
+		t.Fatalf("the notification page shows %q", text)
+	}
+	shot("notification")
+
 	// A reserved send is listed with its time, and cancelled from the page.
 	var reserved struct {
 		ID string `json:"id"`

@@ -138,10 +138,59 @@ function findForm(label, go) {
     input, " ", el("button", { type: "submit" }, "Open"));
 }
 
+// notificationsPage lists every service's notifications matching the filters in the hash
+// (#/notifications?status=…&service=…), newest first as far as fetched; "More" fetches on.
 async function notificationsPage(main) {
+  const params = new URLSearchParams(location.hash.split("?")[1] || "");
+  const field = (name, input) => { input.name = name; input.value = params.get(name) || ""; return el("label", {}, name + " ", input, " "); };
+  const select = (options) => el("select", {}, el("option", { value: "" }, "any"), options.map(o => el("option", { value: o }, o)));
+  const form = el("form", { id: "filter", onsubmit: (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    for (const i of form.querySelectorAll("input, select")) {
+      if (!i.value) continue;
+      q.set(i.name, i.type === "datetime-local" ? i.value + (i.value.length === 16 ? ":00Z" : "Z") : i.value);
+    }
+    location.hash = "#/notifications?" + q.toString();
+  } },
+    field("status", select(["ACCEPTED", "SCHEDULED", "PROCESSING", "SENT", "PARTIALLY_SENT", "FAILED", "SKIPPED", "CANCELED"])),
+    field("service", el("input", { size: 12 })),
+    field("category", select(["transactional", "marketing"])),
+    field("idempotency_key", el("input", { size: 16 })),
+    field("from", el("input", { type: "datetime-local", step: 1 })),
+    field("to", el("input", { type: "datetime-local", step: 1 })),
+    el("button", { type: "submit" }, "Filter"));
+  for (const name of ["from", "to"]) { // the inputs hold UTC without the zone
+    const i = form.querySelector(`[name="${name}"]`);
+    if (params.get(name)) i.value = params.get(name).replace(/Z$/, "").slice(0, 19);
+  }
+  const body = el("tbody", {});
+  const more = el("button", { id: "more", hidden: true }, "More");
+  let cursor = "", rows = [];
+  const fetchPage = async () => {
+    const q = new URLSearchParams(params);
+    q.set("limit", "100");
+    if (cursor) q.set("cursor", cursor);
+    for (let calls = 0; calls < 10; calls++) { // a DynamoDB page may be empty while the scan goes on
+      const p = await api("GET", "notifications?" + q.toString());
+      rows = rows.concat(p.notifications);
+      cursor = p.next_cursor;
+      if (!cursor || p.notifications.length > 0) break;
+      q.set("cursor", cursor);
+    }
+    rows.sort((a, b) => b.created_at.localeCompare(a.created_at));
+    body.replaceChildren(...rows.map(n => el("tr", { "data-id": n.id },
+      el("td", {}, el("a", { href: "#/notifications/" + encodeURIComponent(n.id) }, n.id)), el("td", {}, n.service),
+      el("td", {}, n.status), el("td", {}, n.category || "—"), el("td", {}, n.idempotency_key || "—"), el("td", {}, when(n.created_at)))));
+    more.hidden = !cursor;
+  };
+  more.onclick = () => fetchPage().catch(e => status(e.message));
   main.replaceChildren(el("h1", {}, "Notifications"),
-    el("p", {}, "Open one notification of any service by its id (n_…)."),
-    findForm("notification id", id => { location.hash = "#/notifications/" + encodeURIComponent(id); }));
+    form,
+    el("p", {}, findForm("notification id", id => { location.hash = "#/notifications/" + encodeURIComponent(id); })),
+    el("table", {}, el("thead", {}, el("tr", {}, ["Id", "Service", "Status", "Category", "Idempotency key", "Created"].map(h => el("th", {}, h)))), body),
+    el("p", {}, more));
+  await fetchPage();
   return 0;
 }
 
@@ -307,7 +356,7 @@ const pages = [
 
 async function route() {
   clearTimeout(timer);
-  const path = location.hash.replace(/^#/, "") || "/queues";
+  const path = location.hash.replace(/^#/, "").split("?")[0] || "/queues";
   const main = document.getElementById("page");
   for (const a of document.querySelectorAll("header nav a")) {
     a.classList.toggle("active", path.startsWith(a.getAttribute("href").slice(1)));
