@@ -73,4 +73,3 @@ func (s *Store) ListNotifications(ctx context.Context, f notify.NotificationFilt
 	next := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(lastAt, 10) + "|" + out[len(out)-1].ID))
 	return out, next, nil
 }
-
