@@ -145,6 +145,7 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/admin/notifications/{id}", handle: (*server).adminGetNotification},
 	{Method: "PATCH", Path: "/v1/admin/notifications/{id}", handle: (*server).adminRescheduleNotification},
 	{Method: "DELETE", Path: "/v1/admin/notifications/{id}", handle: (*server).adminCancelNotification},
+	{Method: "GET", Path: "/v1/admin/campaigns", handle: (*server).listCampaigns},
 	{Method: "GET", Path: "/v1/admin/campaigns/{id}", handle: (*server).adminGetCampaign},
 	{Method: "PATCH", Path: "/v1/admin/campaigns/{id}", handle: (*server).adminRescheduleCampaign},
 	{Method: "POST", Path: "/v1/admin/campaigns/{id}/pause", handle: (*server).adminPauseCampaign},

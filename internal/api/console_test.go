@@ -300,3 +300,36 @@ func TestAdminListsNotifications(t *testing.T) {
 	wantError(t, e.do(t, "GET", "/v1/admin/notifications?limit=1&service=billing&cursor="+url.QueryEscape(p.NextCursor), ordersKey, nil),
 		http.StatusBadRequest, notify.EINVALID, "cursor")
 }
+
+func TestAdminListsCampaigns(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withCampaigns(), withAudit) // orders is the admin
+	body := campaignBody()
+	body["send_at"] = e.clock.Now().Add(time.Hour).Format(time.RFC3339)
+	first := decodeBody[campaignState](t, e.do(t, "POST", "/v1/campaigns", billingKey, body))
+	e.clock.Advance(time.Second)
+	second := decodeBody[campaignState](t, e.do(t, "POST", "/v1/campaigns", ordersKey, body))
+	e.clock.Advance(time.Second)
+	wantStatus(t, e.do(t, "POST", "/v1/campaigns/"+second.ID+"/cancel", ordersKey, nil), http.StatusOK)
+
+	type list struct {
+		Campaigns []campaignSummary `json:"campaigns"`
+	}
+	rec := e.do(t, "GET", "/console/api/campaigns", ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "GET", "/v1/admin/campaigns", rec)
+	got := decodeBody[list](t, rec).Campaigns
+	if len(got) != 2 || got[0].ID != second.ID || got[0].State != notify.CampaignCanceled || got[1].ID != first.ID ||
+		got[1].Service != "billing" || got[1].SendAt == nil {
+		t.Fatalf("campaigns = %+v, want the canceled one of orders, then billing's scheduled one", got)
+	}
+	got = decodeBody[list](t, e.do(t, "GET", "/v1/admin/campaigns?state=SCHEDULED&state=RUNNING", ordersKey, nil)).Campaigns
+	if len(got) != 1 || got[0].ID != first.ID {
+		t.Fatalf("scheduled or running = %+v, want billing's", got)
+	}
+	if got = decodeBody[list](t, e.do(t, "GET", "/v1/admin/campaigns?limit=1", ordersKey, nil)).Campaigns; len(got) != 1 || got[0].ID != second.ID {
+		t.Fatalf("limit 1 = %+v, want the newest", got)
+	}
+	wantError(t, e.do(t, "GET", "/v1/admin/campaigns?state=DONE", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "state")
+	wantError(t, e.do(t, "GET", "/v1/admin/campaigns", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+}

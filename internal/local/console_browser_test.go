@@ -193,7 +193,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	}, &created); code != http.StatusAccepted {
 		t.Fatalf("POST /v1/campaigns = %d", code)
 	}
-	run("campaign", chromedp.Navigate(base+"#/campaigns/"+created.ID), chromedp.WaitVisible("#progress"),
+	run("campaigns", chromedp.Navigate(base+"#/campaigns"), chromedp.WaitVisible(fmt.Sprintf(`tr[data-id=%q] a`, created.ID)))
+	shot("campaigns")
+	run("campaign", chromedp.Click(fmt.Sprintf(`tr[data-id=%q] a`, created.ID)), chromedp.WaitVisible("#progress"),
 		chromedp.WaitVisible(`#progress[data-percent="100"]`),
 		chromedp.Text("#page", &text, chromedp.ByQuery))
 	if !strings.Contains(text, "20 of 20 deliveries done") || !strings.Contains(text, "100 %") {

@@ -5,7 +5,6 @@
 "use strict";
 
 const keyName = "herald.console.key";
-const recentName = "herald.console.campaigns";
 let timer = null;
 
 function key() { return sessionStorage.getItem(keyName) || ""; }
@@ -219,17 +218,19 @@ async function notificationPage(main, id) {
   return n.status === "ACCEPTED" || n.status === "SENDING" || n.status === "PROCESSING" ? 3000 : 0;
 }
 
-function recentCampaigns() {
-  try { return JSON.parse(sessionStorage.getItem(recentName)) || []; } catch { return []; }
-}
-
 async function campaignsPage(main) {
+  const data = await api("GET", "campaigns?limit=200");
   main.replaceChildren(el("h1", {}, "Campaigns"),
-    el("p", {}, "Open a campaign of any service by its id (c_…) to follow its progress and pause, resume or cancel it."),
+    el("p", { class: "muted" }, "Every service's campaigns, newest first (the latest 200); open one for its progress and to pause, resume or cancel it. Refreshes every 5 seconds."),
     findForm("campaign id", id => { location.hash = "#/campaigns/" + encodeURIComponent(id); }),
-    el("h2", {}, "Opened in this session"),
-    el("ul", {}, recentCampaigns().map(id => el("li", {}, el("a", { href: "#/campaigns/" + encodeURIComponent(id) }, id)))));
-  return 0;
+    el("h2", {}, "Campaigns"),
+    table(["Id", "Service", "State", "Category", "Created", "Send at", "Paused until"],
+      data.campaigns.map(c => el("tr", { "data-id": c.id },
+        el("td", {}, el("a", { href: "#/campaigns/" + encodeURIComponent(c.id) }, c.id)), el("td", {}, c.service),
+        el("td", {}, c.state), el("td", {}, c.category || "—"), el("td", {}, when(c.created_at)),
+        el("td", {}, when(c.send_at)), el("td", {}, when(c.paused_until)))),
+      "No campaigns."));
+  return 5000;
 }
 
 function bar(pct) {
@@ -240,8 +241,6 @@ function bar(pct) {
 
 async function campaignPage(main, id) {
   const c = await api("GET", "campaigns/" + encodeURIComponent(id));
-  const recent = recentCampaigns().filter(x => x !== c.id);
-  sessionStorage.setItem(recentName, JSON.stringify([c.id, ...recent].slice(0, 20)));
   const t = c.totals;
   const done = t.sent + t.failed + t.skipped;
   const of = Math.max(t.total, done + t.remaining);
