@@ -3,6 +3,7 @@ package api
 import (
 	"embed"
 	"net/http"
+	"path"
 	"strings"
 
 	"herald/internal/notify"
@@ -44,8 +45,14 @@ func (s *server) registerConsole() {
 		serveConsoleFile(w, r.PathValue("file"), ct)
 	})
 	s.mux.HandleFunc(consoleAPIPrefix+"{path...}", func(w http.ResponseWriter, r *http.Request) {
+		target := adminPrefix + r.PathValue("path")
+		if path.Clean(target) != target { // an escaped "..", "." or "/" must not step out of /v1/admin/
+			infoOf(r).unmatched = true
+			s.writeError(w, r, notify.Errorf(notify.ENOTFOUND, "no such endpoint; see GET /openapi.json"))
+			return
+		}
 		r2 := r.Clone(r.Context())
-		r2.URL.Path = adminPrefix + r.PathValue("path")
+		r2.URL.Path = target
 		r2.URL.RawPath = ""
 		r2.Pattern = ""
 		infoOf(r).console = true

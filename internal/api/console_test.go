@@ -51,6 +51,11 @@ func TestConsolePageLoadsWithoutKeyAndItsDataNeedsOne(t *testing.T) {
 	}
 	// Only operator routes are behind the prefix: it is not a way into the service routes.
 	wantError(t, e.do(t, "GET", "/console/api/users/u1/devices", ordersKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+	for _, p := range []string{"/console/api/%2e%2e/notifications/n_x", "/console/api/queues%2F..%2F..%2Fnotifications%2Fn_x", "/console/api/queues/%2e"} {
+		if rec := e.do(t, "GET", p, ordersKey, nil); rec.Code != http.StatusNotFound && rec.Code != http.StatusBadRequest {
+			t.Errorf("GET %s = %d %s, want 404 or 400", p, rec.Code, rec.Body)
+		}
+	}
 }
 
 func TestConsoleIsServedWithTheOperatorRoutesOnly(t *testing.T) {
