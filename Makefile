@@ -19,9 +19,10 @@ run: ## start Herald locally (API, workers, sandbox providers) on $(ADDR), data 
 test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS adapters, pipeline, API, kill-and-restart, functions under the emulator, CDK)
 	@echo "==> go vet"
 	$(GO) vet ./...
-	@$(MAKE) --no-print-directory tools test-binaries
+	@$(MAKE) --no-print-directory tools test-binaries browser
 	@set -e; ep=$$(scripts/dynamodb-local.sh start); trap 'scripts/dynamodb-local.sh stop' EXIT; \
 	echo "==> go test (DynamoDB Local at $$ep; the herald and function binaries from $(TESTBIN))"; \
+	HERALD_CHROMIUM=$$($(CHROMIUM_FIND)) HERALD_SCREENSHOTS=$(TESTBIN)/screenshots \
 	HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) HERALD_ASL_VALIDATOR=$(ASL_VALIDATE) HERALD_BIN=$(TESTBIN)/herald HERALD_FUNCTIONS_BIN=$(TESTBIN)/fn \
 	$(GO) test -vet=off -count=1 -timeout 30m ./...
 	@echo "==> CDK assertion tests and cdk-nag (infra/, its own module)"
@@ -70,6 +71,17 @@ test-binaries: ## build the herald binary and every function for the tests into 
 	@echo "==> $(TESTBIN)/herald and $(TESTBIN)/fn/<function>"
 	$(GO) build -ldflags='-s -w' -o $(TESTBIN)/herald ./cmd/herald
 	$(GO) build -tags lambda.norpc -ldflags='-s -w' -o $(TESTBIN)/fn/ ./functions/...
+
+# Headless Chromium for the console's browser test (internal/local): Debian's package, installed
+# when no chromium is found and we are root; otherwise the test skips, saying how to install it.
+CHROMIUM_FIND := command -v chromium || command -v chromium-browser || true
+
+.PHONY: browser
+browser: ## install Debian's chromium for the console's browser test when none is found (as root)
+	@if [ -n "$$($(CHROMIUM_FIND))" ]; then echo "==> chromium: $$($(CHROMIUM_FIND))"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "==> installing chromium (apt-get)"; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	else echo "==> no chromium: the console's browser test will skip; install it with: sudo apt-get install -y chromium"; fi
 
 # aws-lambda-rie, pinned, built from the Go module proxy into .tools/bin.
 RIE         := $(CURDIR)/.tools/bin/aws-lambda-rie

@@ -67,14 +67,15 @@ func (h *herald) addAPI() {
 	api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
 		Path: jsii.String("/v1/{proxy+}"), Methods: any, Integration: integration, Authorizer: iam,
 	})
+	var adminIntegration awsapigatewayv2.HttpRouteIntegration
 	if admin, ok := h.functions[adminFunction]; ok {
 		// The operator routes go to the admin function (more specific than /v1/{proxy+}); the
 		// api function does not serve them (internal/api.ServiceRoutes) and its role cannot
 		// touch dead letters.
+		adminIntegration = awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("AdminIntegration"), admin,
+			&awsapigatewayv2integrations.HttpLambdaIntegrationProps{PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0()})
 		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
-			Path: jsii.String("/v1/admin/{proxy+}"), Methods: any, Authorizer: iam,
-			Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("AdminIntegration"), admin,
-				&awsapigatewayv2integrations.HttpLambdaIntegrationProps{PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0()}),
+			Path: jsii.String("/v1/admin/{proxy+}"), Methods: any, Authorizer: iam, Integration: adminIntegration,
 		})
 	}
 	if jwt := h.settings.API.JWT; jwt.Issuer != "" {
@@ -83,6 +84,9 @@ func (h *herald) addAPI() {
 				AuthorizerName: jsii.String(h.name("inbox-jwt")),
 				JwtAudience:    jsii.Strings(jwt.Audience...),
 			})
+		if h.settings.API.Console && adminIntegration != nil {
+			h.addConsole(api, adminIntegration, auth)
+		}
 		// More specific than /v1/{proxy+}, so API Gateway picks these for inbox paths.
 		for _, path := range []string{"/v1/users/{user}/inbox", "/v1/users/{user}/inbox/{proxy+}"} {
 			api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
@@ -99,4 +103,28 @@ func (h *herald) addAPI() {
 		Reason: jsii.String("GET /healthz is a liveness probe for load balancers and uptime checks; it returns no data"),
 	}}, jsii.Bool(true))
 	h.api = api
+}
+
+// addConsole routes the operator console to the admin function. A route has one authorizer, so
+// /v1/admin/… keeps IAM (the CLI, SigV4) and the console's data routes are their own paths,
+// /console/api/… (the admin function serves each as the /v1/admin/… route of the same name),
+// behind the JWT authorizer; the function admits only tokens with the configured admin group or
+// scope, and the audit log names the operator. The page and its script (GET /console,
+// /console/{file}) carry no data and are open: a browser navigating to a page sends no bearer
+// token, so an authorizer there would keep every operator out.
+func (h *herald) addConsole(api awsapigatewayv2.HttpApi, admin awsapigatewayv2.HttpRouteIntegration, auth awsapigatewayv2.IHttpRouteAuthorizer) {
+	api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String("/console/api/{proxy+}"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_ANY},
+		Integration: admin, Authorizer: auth,
+	})
+	for _, path := range []string{"/console", "/console/{proxy+}"} {
+		page := api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path: jsii.String(path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
+			Integration: admin, Authorizer: awsapigatewayv2.NewHttpNoneAuthorizer(),
+		})
+		cdknag.NagSuppressions_AddResourceSuppressions((*page)[0], &[]*cdknag.NagPackSuppression{{
+			Id:     jsii.String("AwsSolutions-APIG4"),
+			Reason: jsii.String("the console's page and script hold no data; its data routes (/console/api/...) need a JWT with the admin group or scope"),
+		}}, jsii.Bool(true))
+	}
 }

@@ -64,12 +64,21 @@ type APISettings struct {
 	RateLimit  float64     `yaml:"rate_limit"`  // steady requests per second for the whole API
 	BurstLimit int         `yaml:"burst_limit"` // requests allowed at once above the rate
 	JWT        JWTSettings `yaml:"jwt"`         // end users' tokens for the inbox routes
+	// Console serves the operator console (/console) from the admin function, its data routes
+	// (/console/api/…) behind the JWT authorizer: operators sign in with a token from jwt.issuer
+	// carrying jwt.admin_group or jwt.admin_scope.
+	Console bool `yaml:"console"`
 }
 
 // JWTSettings is the identity provider whose tokens the inbox routes accept.
 type JWTSettings struct {
 	Issuer   string   `yaml:"issuer"`   // e.g. https://cognito-idp.<region>.amazonaws.com/<pool id>
 	Audience []string `yaml:"audience"` // client ids
+	// AdminGroup and AdminScope admit an operator to the console: a token whose groups claim
+	// (cognito:groups or groups) holds AdminGroup, or whose scope claim (scope or scp) holds
+	// AdminScope. The gateway checks the token; the admin function checks these claims again.
+	AdminGroup string `yaml:"admin_group"`
+	AdminScope string `yaml:"admin_scope"`
 }
 
 // AlarmSettings says where alarms go and when they fire.
@@ -196,6 +205,9 @@ func (s Settings) validate(bad func(key, format string, args ...any)) {
 	}
 	if (s.API.JWT.Issuer == "") != (len(s.API.JWT.Audience) == 0) {
 		bad("stack.api.jwt", "set both issuer and audience, or neither (then the inbox routes are not exposed)")
+	}
+	if s.API.Console && (s.API.JWT.Issuer == "" || s.API.JWT.AdminGroup == "" && s.API.JWT.AdminScope == "") {
+		bad("stack.api.console", "the console needs stack.api.jwt.issuer and stack.api.jwt.admin_group or admin_scope: without them any token of the issuer would operate the queues")
 	}
 	for k := range s.Alarms.OldestMessageAge {
 		if !contains(queueKinds, k) {

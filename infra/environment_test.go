@@ -108,6 +108,8 @@ func TestBuildRejectsBadSettings(t *testing.T) {
 		"retention":           "stack: {log_retention_days: 31}",
 		"jwt half set":        "stack: {api: {jwt: {issuer: 'https://x/'}}}",
 		"jwt not https":       "stack: {api: {jwt: {issuer: 'http://x/', audience: [a]}}}",
+		"console without jwt": "stack: {api: {console: true}}",
+		"console, no group":   "stack: {api: {console: true, jwt: {issuer: 'https://x/', audience: [a]}}}",
 		"alarm kind":          "stack: {alarms: {oldest_message_age: {sms: 5m}}}",
 		"alarm email":         "stack: {alarms: {emails: [not-an-address]}}",
 		"slack incomplete":    "stack: {alarms: {slack: {workspace_id: T1}}}",

@@ -119,7 +119,8 @@ var functionWiring = map[string]wiring{
 	// reserved sends from the notifications table (which lists SCHEDULED notifications and
 	// campaigns). Its queue and scheduler rights, and its appends to the audit log, are granted
 	// in addFunction.
-	adminFunction: {tables: map[string]access{"notifications": read},
+	// The console's view of one notification reads its deliveries too.
+	adminFunction: {tables: map[string]access{"notifications": read, "deliveries": read},
 		// POST /v1/admin/exports queues the job for the export function.
 		sends: func(h *herald) []string {
 			if _, ok := h.queueByName[notify.QueueExport]; ok {
@@ -284,6 +285,15 @@ func (h *herald) addFunction(name string) error {
 		// POST /v1/admin/schedules/rearm arms every reserved send and campaign again after the
 		// schedule group was replaced.
 		h.grantReservedSends(role, func(k string, v *string) { env[k] = v })
+		// The console's sign-in: the claims that make a token of the issuer an operator's
+		// (internal/awsenv.EnvConsoleAdminGroup and EnvConsoleAdminScope).
+		if jwt := h.settings.API.JWT; h.settings.API.Console {
+			for k, v := range map[string]string{"HERALD_CONSOLE_ADMIN_GROUP": jwt.AdminGroup, "HERALD_CONSOLE_ADMIN_SCOPE": jwt.AdminScope} {
+				if v != "" {
+					env[k] = jsii.String(v)
+				}
+			}
+		}
 		// Every operator action appends to the audit log in the notifications table, which
 		// this role otherwise only reads: PutItem (the audit append is a transaction of puts)
 		// on the log's own keys, never an update or a delete, nor a put of another item.

@@ -454,6 +454,12 @@ func TestAPI(t *testing.T) {
 		}
 		if slices.Contains(s.functions, adminFunction) {
 			want["ANY /v1/admin/{proxy+}"] = "AWS_IAM" // to the admin function (TestOnlyAdminTouchesDeadLetters)
+			if s.env.Settings.API.Console {
+				// The console's data routes need the operator's JWT; its page holds no data.
+				want["ANY /console/api/{proxy+}"] = "JWT"
+				want["GET /console"] = "NONE"
+				want["GET /console/{proxy+}"] = "NONE"
+			}
 		}
 		if mustJSON(routes) != mustJSON(want) {
 			t.Errorf("routes %v, want %v", routes, want)
@@ -695,4 +701,36 @@ func ExampleDiscoverFunctions() {
 	names, _ := DiscoverFunctions("no/such/dir")
 	fmt.Println(len(names))
 	// Output: 0
+}
+
+// TestConsoleRoutes: where the console is on (dev), its page and data routes go to the admin
+// function like /v1/admin/…, the data routes through the JWT authorizer of the configured issuer,
+// and the admin function knows the admin group it checks the token for again.
+func TestConsoleRoutes(t *testing.T) {
+	environments(t, func(t *testing.T, s *synthesis) {
+		if !s.env.Settings.API.Console || !slices.Contains(s.functions, adminFunction) {
+			t.Skip("the console is off in this environment")
+		}
+		byKey := map[string]map[string]any{}
+		for _, id := range s.ofType("AWS::ApiGatewayV2::Route") {
+			p := s.props(id)
+			byKey[p["RouteKey"].(string)] = p
+		}
+		admin := mustJSON(byKey["ANY /v1/admin/{proxy+}"]["Target"])
+		for _, key := range []string{"ANY /console/api/{proxy+}", "GET /console", "GET /console/{proxy+}"} {
+			if got := mustJSON(byKey[key]["Target"]); got != admin {
+				t.Errorf("%s goes to %s, want the admin function's integration %s", key, got, admin)
+			}
+		}
+		data := byKey["ANY /console/api/{proxy+}"]
+		authz, _ := data["AuthorizerId"].(map[string]any)["Ref"].(string)
+		jwt := s.env.Settings.API.JWT
+		if a := s.props(authz); a["AuthorizerType"] != "JWT" || mustJSON(a["JwtConfiguration"]) != mustJSON(map[string]any{"Issuer": jwt.Issuer, "Audience": jwt.Audience}) {
+			t.Errorf("the console's data routes are authorized by %v, want the JWT authorizer of %s", a, jwt.Issuer)
+		}
+		vars := s.props(s.idByProp(t, "AWS::Lambda::Function", "FunctionName", "herald-"+s.env.Name+"-"+adminFunction))["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if vars["HERALD_CONSOLE_ADMIN_GROUP"] != jwt.AdminGroup {
+			t.Errorf("admin function HERALD_CONSOLE_ADMIN_GROUP = %v, want %q", vars["HERALD_CONSOLE_ADMIN_GROUP"], jwt.AdminGroup)
+		}
+	})
 }

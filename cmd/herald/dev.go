@@ -69,6 +69,7 @@ SIGKILL the next start resumes from the durable queue. Logs are JSON lines on st
 func printBanner(out io.Writer, rt *local.Runtime, cfg *config.Config, dev bool) {
 	u := rt.URL
 	fmt.Fprintf(out, "\nHerald is running.\n\n  API       %s   (OpenAPI: %s/openapi.json)\n", u, u)
+	fmt.Fprintf(out, "  Console   %s/console   (sign in with an admin service's API key)\n", u)
 	if rt.Sandbox != nil {
 		fmt.Fprintf(out, "  Sandbox   %s/sandbox/deliveries   (what the fake FCM, APNs, SES, Twilio and web push received)\n", u)
 	}

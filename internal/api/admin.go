@@ -22,7 +22,7 @@ type queueView struct {
 }
 
 func (s *server) requireAdmin(r *http.Request) error {
-	if !s.admins[serviceOf(r)] {
+	if !s.isAdmin(r) {
 		return notify.Errorf(notify.EFORBIDDEN, "queue operations need a service listed as admin in herald.yaml")
 	}
 	if s.admin == nil {

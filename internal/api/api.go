@@ -104,6 +104,10 @@ type Options struct {
 type Principal struct {
 	Service string
 	User    string
+	// Operator is a person signed in to the console (in AWS: a JWT carrying the configured admin
+	// group or scope), named by User. It may call the operator routes through /console/api/…
+	// only, and the audit log names User.
+	Operator bool
 }
 
 // route is one endpoint. This table is the only list of Herald's routes: New registers it on the
@@ -166,12 +170,25 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/admin/queues", handle: (*server).listQueues},
 	{Method: "GET", Path: "/v1/admin/queues/{queue}/dead-letters", handle: (*server).listDeadLetters},
 	{Method: "POST", Path: "/v1/admin/queues/{queue}/redrive", handle: (*server).redrive},
+	{Method: "POST", Path: "/v1/admin/queues/{queue}/dead-letters/{message}/redrive", handle: (*server).redriveDeadLetter},
+	{Method: "DELETE", Path: "/v1/admin/queues/{queue}/dead-letters/{message}", handle: (*server).deleteDeadLetter},
 	{Method: "POST", Path: "/v1/admin/schedules/rearm", handle: (*server).rearmSchedules},
 	{Method: "GET", Path: "/v1/admin/audit", handle: (*server).listAudit},
 	{Method: "POST", Path: "/v1/admin/exports", handle: (*server).createExport},
 	{Method: "GET", Path: "/v1/admin/exports/{id}", handle: (*server).getExport},
 	{Method: "DELETE", Path: "/v1/admin/exports/{id}", handle: (*server).cancelExport},
 	{Method: "GET", Path: "/exports/{id}", Public: true, handle: (*server).downloadExport},
+	{Method: "GET", Path: "/v1/admin/reserved", handle: (*server).listReserved},
+	{Method: "GET", Path: "/v1/admin/notifications", handle: (*server).listNotifications},
+	{Method: "GET", Path: "/v1/admin/notifications/{id}", handle: (*server).adminGetNotification},
+	{Method: "PATCH", Path: "/v1/admin/notifications/{id}", handle: (*server).adminRescheduleNotification},
+	{Method: "DELETE", Path: "/v1/admin/notifications/{id}", handle: (*server).adminCancelNotification},
+	{Method: "GET", Path: "/v1/admin/campaigns", handle: (*server).listCampaigns},
+	{Method: "GET", Path: "/v1/admin/campaigns/{id}", handle: (*server).adminGetCampaign},
+	{Method: "PATCH", Path: "/v1/admin/campaigns/{id}", handle: (*server).adminRescheduleCampaign},
+	{Method: "POST", Path: "/v1/admin/campaigns/{id}/pause", handle: (*server).adminPauseCampaign},
+	{Method: "POST", Path: "/v1/admin/campaigns/{id}/resume", handle: (*server).adminResumeCampaign},
+	{Method: "POST", Path: "/v1/admin/campaigns/{id}/cancel", handle: (*server).adminCancelCampaign},
 }
 
 // probeMethods are tried to tell a wrong method (405) from an unknown path (404).
@@ -281,6 +298,9 @@ func New(o Options) http.Handler {
 		}
 		s.mux.Handle(rt.Method+" "+rt.Path, s.endpoint(rt))
 	}
+	if o.Routes != ServiceRoutes {
+		s.registerConsole()
+	}
 	for pattern, h := range o.Extra {
 		s.mux.Handle(pattern, h)
 	}
@@ -293,6 +313,8 @@ type requestInfo struct {
 	service   string // "user" for an end user
 	user      string // an end user's subject
 	unmatched bool
+	console   bool // came in through the console's API prefix
+	operator  bool // a console sign-in (Principal.Operator)
 }
 
 type infoKey struct{}
@@ -364,6 +386,14 @@ func (s *server) endpoint(rt route) http.Handler {
 				}
 				s.writeError(w, r, err)
 				return
+			}
+			if p.Operator {
+				if err := operatorPrincipal(r, rt); err != nil {
+					s.writeError(w, r, err)
+					return
+				}
+				infoOf(r).operator = true
+				p.Service = "console"
 			}
 			if p.Service == "" { // an end user: only their own inbox
 				if !rt.EndUser || r.PathValue("user") != p.User {

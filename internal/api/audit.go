@@ -77,7 +77,7 @@ const (
 
 // listAudit is GET /v1/admin/audit: the entries the query selects, newest first.
 func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
-	if !s.admins[serviceOf(r)] {
+	if !s.isAdmin(r) {
 		return notify.Errorf(notify.EFORBIDDEN, "the audit log needs a service listed as admin in herald.yaml")
 	}
 	q := r.URL.Query()

@@ -42,7 +42,7 @@ const (
 func (s *server) rearmSchedules(w http.ResponseWriter, r *http.Request) (err error) {
 	params := map[string]string{}
 	defer s.audit(w, r, notify.AuditSchedulesRearm, notify.AuditTargetSchedules, "", params, &err)
-	if !s.admins[serviceOf(r)] {
+	if !s.isAdmin(r) {
 		return notify.Errorf(notify.EFORBIDDEN, "re-arming schedules needs a service listed as admin in herald.yaml")
 	}
 	limit, err := queryLimit(r, 100, notify.MaxReservedPage)

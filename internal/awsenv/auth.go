@@ -1,7 +1,9 @@
 package awsenv
 
 import (
+	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
@@ -67,4 +69,48 @@ func principalOf(arn string) string {
 		role = role[:i]
 	}
 	return parts[0] + ":" + parts[1] + ":iam::" + parts[4] + ":role/" + role
+}
+
+// operatorAuth is the admin function's authentication: a JWT — which reaches it only on the
+// console's data routes, the one place API Gateway puts the JWT authorizer in front of it — is an
+// operator's when its claims hold group or scope, checked here again so a route wired by mistake
+// does not admit any token of the issuer; any other JWT is refused. Other requests are next's.
+func operatorAuth(next func(r *http.Request) (api.Principal, error), group, scope string) func(r *http.Request) (api.Principal, error) {
+	return func(r *http.Request) (api.Principal, error) {
+		rc, ok := core.GetAPIGatewayV2ContextFromContext(r.Context())
+		if !ok || rc.Authorizer == nil || rc.Authorizer.JWT == nil {
+			return next(r)
+		}
+		claims := rc.Authorizer.JWT.Claims
+		sub := claims["sub"]
+		if sub == "" {
+			return api.Principal{}, notify.Errorf(notify.EUNAUTHORIZED, "the token has no sub claim")
+		}
+		admitted := group != "" && (slices.Contains(claimList(claims["cognito:groups"]), group) || slices.Contains(claimList(claims["groups"]), group)) ||
+			scope != "" && (slices.Contains(claimList(claims["scope"]), scope) || slices.Contains(claimList(claims["scp"]), scope))
+		if !admitted {
+			return api.Principal{}, notify.Errorf(notify.EFORBIDDEN, "the token does not carry the console's admin group or scope")
+		}
+		operator := sub
+		if u := claims["username"]; u != "" {
+			operator = u
+		} else if u := claims["cognito:username"]; u != "" {
+			operator = u
+		}
+		return api.Principal{User: operator, Operator: true}, nil
+	}
+}
+
+// claimList splits a claim API Gateway flattened to a string: a space-separated scope, or a list
+// claim, which arrives as "[a b]" (or as JSON, ["a","b"]).
+func claimList(v string) []string {
+	v = strings.TrimSpace(v)
+	if strings.HasPrefix(v, "[") {
+		var list []string
+		if json.Unmarshal([]byte(v), &list) == nil {
+			return list
+		}
+		v = strings.TrimSuffix(strings.TrimPrefix(v, "["), "]")
+	}
+	return strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' })
 }

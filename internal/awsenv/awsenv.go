@@ -50,6 +50,10 @@ const (
 	EnvSchedulerRole  = "HERALD_SCHEDULER_ROLE_ARN"
 	EnvSchedulerDLQ   = "HERALD_SCHEDULER_DLQ_ARN"
 	EnvEventBus       = "HERALD_EVENT_BUS" // EventBridge bus for operator events; default "default"
+	// The console's sign-in on the admin function: a JWT holding this group (cognito:groups or
+	// groups claim) or this scope (scope or scp claim) is an operator's. Neither set: no token is.
+	EnvConsoleAdminGroup = "HERALD_CONSOLE_ADMIN_GROUP"
+	EnvConsoleAdminScope = "HERALD_CONSOLE_ADMIN_SCOPE"
 )
 
 // Env is a function's wired runtime.

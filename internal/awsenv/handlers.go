@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -91,7 +92,8 @@ func (e *Env) APIHandler(campaigns api.Campaigns) func(context.Context, events.A
 // answers 404. Its function's role alone may read and move dead letters. campaigns re-arms
 // reserved campaigns (nil: only notifications are re-armed).
 func (e *Env) AdminHandler(campaigns api.Campaigns) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	o := api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, Authenticate: gatewayAuth(e.Config),
+	auth := operatorAuth(gatewayAuth(e.Config), os.Getenv(EnvConsoleAdminGroup), os.Getenv(EnvConsoleAdminScope))
+	o := api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, Authenticate: auth,
 		Admin: e.Queue, Queues: e.Config.QueueNames(), AdminServices: e.Config.AdminServices(), Campaigns: campaigns,
 		Scheduler: e.Scheduler, Apps: e.Config.ProviderApps(), CursorKey: e.CursorKey, Routes: api.AdminRoutes,
 		Audit: e.Store, RequestID: gatewayRequestID}

@@ -195,6 +195,13 @@
 // listing partition (pk CAMPAIGNS, filtered on state), then one BatchGetItem of those
 // campaigns.
 //
+// The console's notification listing (ListNotifications, GET /v1/admin/notifications) is the
+// same paged Scan, filtered on sk = N, the status, service, idempotency key and created_at the
+// operator asked for (the category, in the doc, checked by the adapter), for the same reasons:
+// an operator's occasional look, where a GSI per filter would be written on every notification
+// and status change. Each call reads at most 4 MB and hands back a cursor; entries come in scan
+// order, not by time, and the console sorts what it has.
+//
 // # Audit log
 //
 // The audit log of operator actions (notify.AuditLog) is kept in the notifications table rather

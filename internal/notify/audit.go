@@ -26,7 +26,8 @@ type AuditAction string
 // to AuditActions.
 const (
 	AuditQueueRedrive           AuditAction = "queue.redrive"
-	AuditDeadLetterDelete       AuditAction = "dead_letter.delete" // for a route deleting dead letters; none does yet
+	AuditDeadLetterRedrive      AuditAction = "dead_letter.redrive" // one dead letter, by id
+	AuditDeadLetterDelete       AuditAction = "dead_letter.delete"
 	AuditNotificationCancel     AuditAction = "notification.cancel"
 	AuditNotificationReschedule AuditAction = "notification.reschedule"
 	AuditCampaignCancel         AuditAction = "campaign.cancel"
@@ -51,7 +52,7 @@ const (
 
 // AuditActions is every action, in the order above: what GET /v1/admin/audit?action= accepts.
 var AuditActions = []AuditAction{
-	AuditQueueRedrive, AuditDeadLetterDelete, AuditNotificationCancel, AuditNotificationReschedule,
+	AuditQueueRedrive, AuditDeadLetterRedrive, AuditDeadLetterDelete, AuditNotificationCancel, AuditNotificationReschedule,
 	AuditCampaignCancel, AuditCampaignPause, AuditCampaignResume, AuditCampaignReschedule,
 	AuditAudienceListUpload, AuditSchedulesRearm, AuditExportCreate, AuditExportDownload, AuditExportCancel,
 }

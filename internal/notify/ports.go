@@ -212,6 +212,11 @@ type QueueStats struct {
 	Visible  int `json:"visible"`
 	InFlight int `json:"in_flight"`
 	Delayed  int `json:"delayed"`
+	// OldestAgeSeconds is how long ago the oldest message still in the queue (visible, in
+	// flight or delayed) was sent; nil when the queue is empty or the backend does not say
+	// (SQS reports it only as the CloudWatch metric ApproximateAgeOfOldestMessage, which the
+	// alarms watch).
+	OldestAgeSeconds *int64 `json:"oldest_age_seconds,omitempty"`
 }
 
 // Producer enqueues messages. It is all a stage needs of a queue.
@@ -243,6 +248,17 @@ type Queue interface {
 	Redrive(ctx context.Context, dlq string) (int, error)
 	// Stats returns approximate counts.
 	Stats(ctx context.Context, queue string) (QueueStats, error)
+}
+
+// DeadLetters acts on one dead letter at a time, for an operator who redrives or drops a single
+// message of a DLQ (the console). Both queue adapters implement it, checked by queuetest.
+type DeadLetters interface {
+	// RedriveDeadLetter moves message id of dlq back to the queue it dead-lettered from — the
+	// queue using dlq as its DLQ — with its receive count reset (the moved message may get a new
+	// ID). ENOTFOUND when dlq holds no such message, or it is received at the moment.
+	RedriveDeadLetter(ctx context.Context, dlq, id string) error
+	// DeleteDeadLetter removes message id from dlq; ENOTFOUND as for RedriveDeadLetter.
+	DeleteDeadLetter(ctx context.Context, dlq, id string) error
 }
 
 // QueueConfig declares a queue.

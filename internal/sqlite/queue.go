@@ -634,20 +634,27 @@ func (q *Queue) Redrive(ctx context.Context, dlq string) (int, error) {
 }
 
 // Stats implements notify.Queue. In flight means received at least once and not visible;
-// delayed means never received and not visible yet.
+// delayed means never received and not visible yet. The oldest message's age counts from its
+// first send: a redriven message keeps its sent_at.
 func (q *Queue) Stats(ctx context.Context, queue string) (notify.QueueStats, error) {
 	var s notify.QueueStats
 	if _, err := q.state("stats", queue); err != nil {
 		return s, err
 	}
 	nowMs := q.clock.Now().UnixMilli()
+	var oldest sql.NullInt64
 	err := q.db.R.QueryRowContext(ctx, `SELECT
 			coalesce(sum(visible_at <= ?1), 0),
 			coalesce(sum(visible_at > ?1 AND receive_count > 0), 0),
-			coalesce(sum(visible_at > ?1 AND receive_count = 0), 0)
-		FROM queue_messages WHERE queue = ?2`, nowMs, queue).Scan(&s.Visible, &s.InFlight, &s.Delayed)
+			coalesce(sum(visible_at > ?1 AND receive_count = 0), 0),
+			min(sent_at)
+		FROM queue_messages WHERE queue = ?2`, nowMs, queue).Scan(&s.Visible, &s.InFlight, &s.Delayed, &oldest)
 	if err != nil {
 		return s, queueDBError(err, "stats %s", queue)
+	}
+	if oldest.Valid {
+		age := max(0, (nowMs-oldest.Int64)/1000)
+		s.OldestAgeSeconds = &age
 	}
 	return s, nil
 }

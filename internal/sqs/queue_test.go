@@ -47,7 +47,7 @@ func setup(t *testing.T, cfgs []notify.QueueConfig, opts ...func(*sqs.Options)) 
 
 func TestQueueConformance(t *testing.T) {
 	t.Parallel()
-	queuetest.Run(t, queuetest.Features{PeekReceives: true}, func(t *testing.T, cfgs []notify.QueueConfig) notify.Queue {
+	queuetest.Run(t, queuetest.Features{PeekReceives: true, NoOldestAge: true}, func(t *testing.T, cfgs []notify.QueueConfig) notify.Queue {
 		q, _, _ := setup(t, cfgs)
 		return q
 	})

@@ -34,6 +34,8 @@ type Features struct {
 	PeekReceives bool
 	// PeekOmitsAttributes: Peek returns ID, Body and SentAt but not Attributes and GroupID.
 	PeekOmitsAttributes bool
+	// NoOldestAge: Stats never reports OldestAgeSeconds (SQS has it only in CloudWatch).
+	NoOldestAge bool
 }
 
 // Run runs the suite. newQueue must return a Queue holding exactly the queues in cfgs, empty;
@@ -54,6 +56,7 @@ func Run(t *testing.T, f Features, newQueue func(t *testing.T, cfgs []notify.Que
 		{"ChangeVisibility", testChangeVisibility},
 		{"Delay", testDelay},
 		{"DeadLetter", testDeadLetter},
+		{"DeadLetterOne", testDeadLetterOne},
 		{"Stats", testStats},
 		{"Peek", testPeek},
 		{"LongPollWakesOnSend", testLongPollWakesOnSend},
@@ -166,7 +169,12 @@ func (e *env) expectStats(queue string, want notify.QueueStats) {
 		if err != nil {
 			e.t.Fatalf("Stats(%s): %v", queue, err)
 		}
+		age := got.OldestAgeSeconds
+		got.OldestAgeSeconds = nil // checked by testStats
 		if got == want {
+			if age != nil && (want == (notify.QueueStats{}) || e.f.NoOldestAge) {
+				e.t.Fatalf("Stats(%s) oldest age %d s, want none (empty queue, or a backend that does not report it)", queue, *age)
+			}
 			return
 		}
 		if time.Now().After(deadline) {
@@ -528,6 +536,15 @@ func testStats(t *testing.T, s *suite) {
 	}
 	e.expectStats(e.name, notify.QueueStats{Visible: 2, InFlight: 1, Delayed: 1})
 	e.expectStats(e.dlq, notify.QueueStats{})
+	if s.f.NoOldestAge {
+		return
+	}
+	// The oldest message was sent moments ago; a second later it is at least a second old.
+	time.Sleep(1100 * time.Millisecond)
+	got, err := e.q.Stats(e.ctx, e.name)
+	if err != nil || got.OldestAgeSeconds == nil || *got.OldestAgeSeconds < 1 || *got.OldestAgeSeconds > 60 {
+		t.Fatalf("Stats oldest age = %v, %v; want 1–60 s", got.OldestAgeSeconds, err)
+	}
 }
 
 func testPeek(t *testing.T, s *suite) {
@@ -678,4 +695,57 @@ func testConcurrentConsumers(t *testing.T, s *suite) {
 	}
 	e.expectEmpty(e.name, "after all were deleted")
 	e.expectStats(e.name, notify.QueueStats{})
+}
+
+// testDeadLetterOne: an operator redrives one dead letter, and deletes another, by ID; the rest
+// stay. A backend that is a notify.Queue must also be a notify.DeadLetters.
+func testDeadLetterOne(t *testing.T, s *suite) {
+	e := s.setup(t, nil)
+	dl, ok := e.q.(notify.DeadLetters)
+	if !ok {
+		t.Fatalf("%T does not implement notify.DeadLetters", e.q)
+	}
+	attrs := map[string]string{"herald-error": "boom"}
+	e.send(e.dlq,
+		notify.OutMessage{Body: []byte("dl-a"), GroupID: "svc-a", Attributes: attrs},
+		notify.OutMessage{Body: []byte("dl-b")},
+		notify.OutMessage{Body: []byte("dl-c")},
+	)
+	peeked, err := e.q.Peek(e.ctx, e.dlq, 10)
+	if err != nil || len(peeked) != 3 {
+		t.Fatalf("Peek(dlq) = %q, %v; want 3", bodies(peeked), err)
+	}
+	ids := map[string]string{}
+	for _, p := range peeked {
+		ids[string(p.Body)] = p.ID
+	}
+
+	if err := dl.RedriveDeadLetter(e.ctx, e.dlq, ids["dl-a"]); err != nil {
+		t.Fatalf("RedriveDeadLetter(dl-a): %v", err)
+	}
+	back := e.receiveN(e.name, 1, long)
+	if string(back[0].Body) != "dl-a" || back[0].ReceiveCount != 1 || back[0].GroupID != "svc-a" || !maps.Equal(back[0].Attributes, attrs) {
+		t.Errorf("redriven message = %q receive count %d group %q attributes %v; want dl-a, 1, svc-a, %v",
+			back[0].Body, back[0].ReceiveCount, back[0].GroupID, back[0].Attributes, attrs)
+	}
+	if err := dl.DeleteDeadLetter(e.ctx, e.dlq, ids["dl-b"]); err != nil {
+		t.Fatalf("DeleteDeadLetter(dl-b): %v", err)
+	}
+	for name, err := range map[string]error{
+		"delete again":      dl.DeleteDeadLetter(e.ctx, e.dlq, ids["dl-b"]),
+		"redrive deleted":   dl.RedriveDeadLetter(e.ctx, e.dlq, ids["dl-b"]),
+		"redrive again":     dl.RedriveDeadLetter(e.ctx, e.dlq, ids["dl-a"]),
+		"unknown id":        dl.DeleteDeadLetter(e.ctx, e.dlq, "no-such-message"),
+		"unknown queue":     dl.DeleteDeadLetter(e.ctx, "no-such-queue-dlq", ids["dl-c"]),
+		"unknown queue too": dl.RedriveDeadLetter(e.ctx, "no-such-queue-dlq", ids["dl-c"]),
+	} {
+		if !notify.IsCode(err, notify.ENOTFOUND) {
+			t.Errorf("%s: %v, want ENOTFOUND", name, err)
+		}
+	}
+	left, err := e.q.Peek(e.ctx, e.dlq, 10)
+	if err != nil || len(left) != 1 || string(left[0].Body) != "dl-c" {
+		t.Fatalf("DLQ after one redrive and one delete = %q, %v; want only dl-c", bodies(left), err)
+	}
+	e.expectEmpty(e.name, "after the one redriven message was received")
 }

@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) notify.Store) {
 	cases = append(cases, inboxCases...)
 	cases = append(cases, reservedCases...)
 	cases = append(cases, templateCases...)
+	cases = append(cases, listingCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,405 @@
+// Herald's operator console: hash-routed pages over the operator routes (/console/api/… is
+// /v1/admin/…). The key or token is kept in sessionStorage for this browser tab only and sent as
+// the bearer token; nothing else is stored. Every value from the server is put in the page as
+// text, never as HTML.
+"use strict";
+
+const keyName = "herald.console.key";
+let timer = null;
+
+function key() { return sessionStorage.getItem(keyName) || ""; }
+
+// el builds an element: attrs are properties (on* handlers included); children are nodes or text.
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("data-")) e.setAttribute(k, v);
+    else e[k] = v;
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    e.append(c instanceof Node ? c : String(c));
+  }
+  return e;
+}
+
+function status(text, ok) {
+  const s = document.getElementById("status");
+  s.textContent = text || "";
+  s.className = ok ? "ok" : "";
+}
+
+class HTTPError extends Error {
+  constructor(status, body) {
+    super((body && body.error && body.error.message) || "HTTP " + status);
+    this.status = status;
+  }
+}
+
+// api calls an operator route: path is relative to /v1/admin/.
+async function api(method, path, body) {
+  const headers = { "Accept": "application/json" };
+  if (key()) headers["Authorization"] = "Bearer " + key();
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch("/console/api/" + path, {
+    method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store",
+  });
+  const data = await res.json().catch(() => null);
+  if (!res.ok) throw new HTTPError(res.status, data);
+  return data;
+}
+
+function when(t) { return t ? new Date(t).toISOString().replace(".000Z", "Z") : "—"; }
+
+function table(headers, rows, empty) {
+  if (rows.length === 0) return el("p", { class: "muted" }, empty || "None.");
+  return el("table", {}, el("thead", {}, el("tr", {}, headers.map(h => el("th", {}, h)))), el("tbody", {}, rows));
+}
+
+function num(n, warn) { return el("td", { class: "num" + (warn && n > 0 ? " warn" : "") }, String(n)); }
+
+function reasons(m) {
+  const entries = Object.entries(m || {});
+  return entries.length ? entries.map(([k, v]) => k + ": " + v).join(", ") : "—";
+}
+
+// ---- pages ----
+
+async function queuesPage(main) {
+  const data = await api("GET", "queues");
+  main.replaceChildren(
+    el("h1", {}, "Queues"),
+    el("p", { class: "muted" }, "Refreshes every 3 seconds. Dead letters link to the queue's dead-letter page."),
+    table(["Queue", "Visible", "In flight", "Delayed", "Oldest message", "Dead letters"],
+      data.queues.map(q => el("tr", { "data-queue": q.name },
+        el("td", {}, q.name),
+        num(q.stats.visible), num(q.stats.in_flight), num(q.stats.delayed),
+        el("td", { class: "num" }, q.stats.oldest_age_seconds === undefined ? "—" : q.stats.oldest_age_seconds + " s"),
+        el("td", { class: "num" + (q.dead_letters > 0 ? " warn" : "") },
+          el("a", { href: "#/queues/" + encodeURIComponent(q.name) }, String(q.dead_letters)))))));
+  return 3000;
+}
+
+async function deadLettersPage(main, queue) {
+  const data = await api("GET", "queues/" + encodeURIComponent(queue) + "/dead-letters?limit=100");
+  const confirmBox = el("span", {});
+  const redrive = el("button", {
+    id: "redrive-all", disabled: data.dead_letters.length === 0, onclick: () => {
+      confirmBox.replaceChildren(
+        "Move every dead letter of " + queue + " back to it? ",
+        el("button", { id: "redrive-confirm", class: "danger", onclick: async () => {
+          try {
+            const r = await api("POST", "queues/" + encodeURIComponent(queue) + "/redrive");
+            status("Moved " + r.moved + " message(s) back to " + queue + ".", true);
+          } catch (e) { status(e.message); }
+          route();
+        } }, "Redrive"),
+        " ",
+        el("button", { onclick: () => confirmBox.replaceChildren() }, "Cancel"));
+    },
+  }, "Redrive all");
+  main.replaceChildren(
+    el("h1", {}, "Dead letters of " + queue),
+    el("p", {}, el("a", { href: "#/queues" }, "← queues"), " ", el("button", { onclick: route }, "Refresh"), " ", redrive, " ", confirmBox),
+    table(["Id", "Error code", "Reason", "Receive count", "Sent", "Payload (masked)", ""],
+      data.dead_letters.map(d => el("tr", { "data-id": d.id },
+        el("td", {}, d.id), el("td", {}, d.code || "—"), el("td", { class: "reason" }, d.error || "—"),
+        num(d.receive_count), el("td", {}, when(d.sent_at)),
+        el("td", {}, el("pre", {}, JSON.stringify(d.payload, null, 1))),
+        el("td", {}, oneDeadLetter(queue, d.id)))),
+      "No dead letters."));
+  return 0; // no refresh by itself: it would close a confirmation being answered
+}
+
+// oneDeadLetter is a dead letter's Redrive and Delete buttons, each confirmed in the page.
+function oneDeadLetter(queue, id) {
+  const box = el("span", {});
+  const path = "queues/" + encodeURIComponent(queue) + "/dead-letters/" + encodeURIComponent(id);
+  const ask = (verb, method, suffix) => () => box.replaceChildren(verb + " " + id + "? ",
+    el("button", { class: "danger " + verb.toLowerCase() + "-confirm", onclick: async () => {
+      try {
+        await api(method, path + suffix);
+        status(verb + ": " + id + " done.", true);
+      } catch (e) { status(e.message); }
+      route();
+    } }, "Yes"), " ", el("button", { onclick: () => box.replaceChildren(buttons()) }, "No"));
+  const buttons = () => el("span", {},
+    el("button", { class: "redrive", onclick: ask("Redrive", "POST", "/redrive") }, "Redrive"), " ",
+    el("button", { class: "danger delete", onclick: ask("Delete", "DELETE", "") }, "Delete"));
+  box.append(buttons());
+  return box;
+}
+
+function findForm(label, go) {
+  const input = el("input", { id: "find", placeholder: label, size: 40 });
+  return el("form", { onsubmit: (ev) => { ev.preventDefault(); if (input.value.trim()) go(input.value.trim()); } },
+    input, " ", el("button", { type: "submit" }, "Open"));
+}
+
+// notificationsPage lists every service's notifications matching the filters in the hash
+// (#/notifications?status=…&service=…), newest first as far as fetched; "More" fetches on.
+async function notificationsPage(main) {
+  const params = new URLSearchParams(location.hash.split("?")[1] || "");
+  const field = (name, input) => { input.name = name; input.value = params.get(name) || ""; return el("label", {}, name + " ", input, " "); };
+  const select = (options) => el("select", {}, el("option", { value: "" }, "any"), options.map(o => el("option", { value: o }, o)));
+  const form = el("form", { id: "filter", onsubmit: (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    for (const i of form.querySelectorAll("input, select")) {
+      if (!i.value) continue;
+      q.set(i.name, i.type === "datetime-local" ? i.value + (i.value.length === 16 ? ":00Z" : "Z") : i.value);
+    }
+    location.hash = "#/notifications?" + q.toString();
+  } },
+    field("status", select(["ACCEPTED", "SCHEDULED", "PROCESSING", "SENT", "PARTIALLY_SENT", "FAILED", "SKIPPED", "CANCELED"])),
+    field("service", el("input", { size: 12 })),
+    field("category", select(["transactional", "marketing"])),
+    field("idempotency_key", el("input", { size: 16 })),
+    field("from", el("input", { type: "datetime-local", step: 1 })),
+    field("to", el("input", { type: "datetime-local", step: 1 })),
+    el("button", { type: "submit" }, "Filter"));
+  for (const name of ["from", "to"]) { // the inputs hold UTC without the zone
+    const i = form.querySelector(`[name="${name}"]`);
+    if (params.get(name)) i.value = params.get(name).replace(/Z$/, "").slice(0, 19);
+  }
+  const body = el("tbody", {});
+  const more = el("button", { id: "more", hidden: true }, "More");
+  let cursor = "", rows = [];
+  const fetchPage = async () => {
+    const q = new URLSearchParams(params);
+    q.set("limit", "100");
+    if (cursor) q.set("cursor", cursor);
+    for (let calls = 0; calls < 10; calls++) { // a DynamoDB page may be empty while the scan goes on
+      const p = await api("GET", "notifications?" + q.toString());
+      rows = rows.concat(p.notifications);
+      cursor = p.next_cursor;
+      if (!cursor || p.notifications.length > 0) break;
+      q.set("cursor", cursor);
+    }
+    rows.sort((a, b) => b.created_at.localeCompare(a.created_at));
+    body.replaceChildren(...rows.map(n => el("tr", { "data-id": n.id },
+      el("td", {}, el("a", { href: "#/notifications/" + encodeURIComponent(n.id) }, n.id)), el("td", {}, n.service),
+      el("td", {}, n.status), el("td", {}, n.category || "—"), el("td", {}, n.idempotency_key || "—"), el("td", {}, when(n.created_at)))));
+    more.hidden = !cursor;
+  };
+  more.onclick = () => fetchPage().catch(e => status(e.message));
+  main.replaceChildren(el("h1", {}, "Notifications"),
+    form,
+    el("p", {}, findForm("notification id", id => { location.hash = "#/notifications/" + encodeURIComponent(id); })),
+    el("table", {}, el("thead", {}, el("tr", {}, ["Id", "Service", "Status", "Category", "Idempotency key", "Created"].map(h => el("th", {}, h)))), body),
+    el("p", {}, more));
+  await fetchPage();
+  return 0;
+}
+
+async function notificationPage(main, id) {
+  const n = await api("GET", "notifications/" + encodeURIComponent(id));
+  main.replaceChildren(
+    el("h1", {}, "Notification " + n.id),
+    el("dl", {},
+      el("dt", {}, "Status"), el("dd", { id: "n-status" }, n.status),
+      el("dt", {}, "Service"), el("dd", {}, n.service || "—"),
+      el("dt", {}, "Category"), el("dd", {}, n.category || "—"),
+      el("dt", {}, "Idempotency key"), el("dd", {}, n.idempotency_key || "—"),
+      el("dt", {}, "Created"), el("dd", {}, when(n.created_at)),
+      el("dt", {}, "Send at"), el("dd", {}, when(n.send_at)),
+      el("dt", {}, "Skipped by reason"), el("dd", {}, reasons(n.skipped_by_reason)),
+      el("dt", {}, "Failed by reason"), el("dd", {}, reasons(n.failed_by_reason))),
+    el("h2", {}, "Per channel"),
+    table(["Channel", "Total", "Sent", "Failed", "Skipped", "Pending"],
+      Object.entries(n.stats || {}).map(([c, s]) => el("tr", {},
+        el("td", {}, c), num(s.total), num(s.sent), num(s.failed, true), num(s.skipped), num(s.pending)))),
+    el("h2", {}, "Deliveries"),
+    table(["Channel", "Provider", "Address", "Status", "Reason"],
+      (n.deliveries || []).map(d => el("tr", {},
+        el("td", {}, d.channel), el("td", {}, d.provider), el("td", {}, d.address),
+        el("td", {}, d.status), el("td", {}, d.reason || "—"))), "No deliveries yet."));
+  return n.status === "ACCEPTED" || n.status === "SENDING" || n.status === "PROCESSING" ? 3000 : 0;
+}
+
+async function campaignsPage(main) {
+  const data = await api("GET", "campaigns?limit=200");
+  main.replaceChildren(el("h1", {}, "Campaigns"),
+    el("p", { class: "muted" }, "Every service's campaigns, newest first (the latest 200); open one for its progress and to pause, resume or cancel it. Refreshes every 5 seconds."),
+    findForm("campaign id", id => { location.hash = "#/campaigns/" + encodeURIComponent(id); }),
+    el("h2", {}, "Campaigns"),
+    table(["Id", "Service", "State", "Category", "Created", "Send at", "Paused until"],
+      data.campaigns.map(c => el("tr", { "data-id": c.id },
+        el("td", {}, el("a", { href: "#/campaigns/" + encodeURIComponent(c.id) }, c.id)), el("td", {}, c.service),
+        el("td", {}, c.state), el("td", {}, c.category || "—"), el("td", {}, when(c.created_at)),
+        el("td", {}, when(c.send_at)), el("td", {}, when(c.paused_until)))),
+      "No campaigns."));
+  return 5000;
+}
+
+function bar(pct) {
+  const fill = el("div", {}, pct + " %");
+  fill.style.width = pct + "%"; // through the CSSOM: the page's policy allows no inline style
+  return el("div", { class: "bar", id: "progress", "data-percent": String(pct) }, fill);
+}
+
+async function campaignPage(main, id) {
+  const c = await api("GET", "campaigns/" + encodeURIComponent(id));
+  const t = c.totals;
+  const done = t.sent + t.failed + t.skipped;
+  const of = Math.max(t.total, done + t.remaining);
+  const pct = c.state === "COMPLETED" ? 100 : of > 0 ? Math.floor(done / of * 100) : 0;
+  const act = (verb) => el("button", { id: "campaign-" + verb, class: verb === "cancel" ? "danger" : "", onclick: async () => {
+    if (verb === "cancel" && !window.confirm("Cancel campaign " + c.id + "? This cannot be undone.")) return;
+    try {
+      const r = await api("POST", "campaigns/" + encodeURIComponent(c.id) + "/" + verb);
+      status("Campaign " + c.id + " is " + r.state + ".", true);
+    } catch (e) { status(e.message); }
+    route();
+  } }, verb);
+  main.replaceChildren(
+    el("h1", {}, "Campaign " + c.id),
+    bar(pct),
+    el("p", {}, done + " of " + (t.remaining_exact ? of : "≥ " + of) + " deliveries done"),
+    el("dl", {},
+      el("dt", {}, "State"), el("dd", { id: "c-state" }, c.state),
+      el("dt", {}, "Rate"), el("dd", {}, c.rate_per_second + " /s" + (c.max_rate ? " (max " + c.max_rate + " /s)" : "")),
+      el("dt", {}, "ETA"), el("dd", {}, when(c.eta)),
+      el("dt", {}, "Paused until (quiet hours)"), el("dd", {}, when(c.paused_until)),
+      el("dt", {}, "Send at"), el("dd", {}, when(c.send_at)),
+      el("dt", {}, "Sent / failed / skipped"), el("dd", {}, t.sent + " / " + t.failed + " / " + t.skipped),
+      el("dt", {}, "Skipped by reason"), el("dd", {}, reasons(t.skipped_by_reason)),
+      el("dt", {}, "Failed by reason"), el("dd", {}, reasons(t.failed_by_reason)),
+      el("dt", {}, "Error"), el("dd", {}, c.error || "—")),
+    el("p", {}, act("pause"), " ", act("resume"), " ", act("cancel")));
+  return ["COMPLETED", "CANCELED", "FAILED"].includes(c.state) ? 0 : 2000;
+}
+
+// reservedPage lists the upcoming reserved sends, soonest first, fetching store pages until
+// there are 200 or the listing ends (on DynamoDB each page is a bounded scan).
+async function reservedPage(main) {
+  let list = [], cursor = "", more = false;
+  for (let pages = 0; ; pages++) {
+    const p = await api("GET", "reserved?limit=200" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
+    list = list.concat(p.reserved);
+    cursor = p.next_cursor;
+    if (!cursor) break;
+    if (list.length >= 200 || pages >= 20) { more = true; break; }
+  }
+  list.sort((a, b) => a.send_at.localeCompare(b.send_at));
+  const path = (r) => (r.kind === "campaign" ? "campaigns/" : "notifications/") + encodeURIComponent(r.id);
+  const row = (r) => {
+    const at = el("input", { type: "datetime-local", step: 1, value: r.send_at.slice(0, 19) });
+    const box = el("span", {});
+    return el("tr", { "data-id": r.id },
+      el("td", {}, r.kind), el("td", {}, el("a", { href: "#/" + path(r) }, r.id)), el("td", {}, r.service),
+      el("td", {}, when(r.send_at)),
+      el("td", {}, at, " UTC ", el("button", { class: "reschedule", onclick: async () => {
+        try {
+          await api("PATCH", path(r), { send_at: at.value.length === 16 ? at.value + ":00Z" : at.value + "Z" });
+          status(r.id + " rescheduled.", true);
+        } catch (e) { status(e.message); }
+        route();
+      } }, "Reschedule"), " ", box, el("button", { class: "danger cancel", onclick: () => {
+        box.replaceChildren("Cancel " + r.id + "? ", el("button", { class: "danger cancel-confirm", onclick: async () => {
+          try {
+            await api(r.kind === "campaign" ? "POST" : "DELETE", path(r) + (r.kind === "campaign" ? "/cancel" : ""));
+            status(r.id + " canceled.", true);
+          } catch (e) { status(e.message); }
+          route();
+        } }, "Yes, cancel"), " ");
+      } }, "Cancel")));
+  };
+  main.replaceChildren(el("h1", {}, "Reserved sends"),
+    el("p", { class: "muted" }, "Notifications and campaigns of every service waiting for their send_at, soonest first. Times are UTC." +
+      (more ? " Only the first " + list.length + " found are shown." : "")),
+    table(["Kind", "Id", "Service", "Send at", "Reschedule (UTC) / cancel"], list.map(row), "No reserved sends."));
+  return 0;
+}
+
+async function auditPage(main) {
+  const data = await api("GET", "audit?limit=50");
+  main.replaceChildren(el("h1", {}, "Audit log"),
+    table(["When", "Actor", "Action", "Target", "Result", "Params"],
+      data.entries.map(a => el("tr", {},
+        el("td", {}, when(a.at)), el("td", {}, a.actor), el("td", {}, a.action),
+        el("td", {}, a.target_type + " " + a.target_id), el("td", {}, a.result),
+        el("td", {}, el("pre", {}, JSON.stringify(a.params || {})))))));
+  return 10000;
+}
+
+async function sandboxPage(main) {
+  const res = await fetch("/sandbox/deliveries?limit=50", { cache: "no-store" });
+  if (!res.ok) {
+    main.replaceChildren(el("h1", {}, "Sandbox"), el("p", {}, "The sandbox providers run only locally (herald dev)."));
+    return 0;
+  }
+  const data = await res.json();
+  main.replaceChildren(el("h1", {}, "Sandbox: what the fake providers received"),
+    el("p", { class: "muted" }, data.total + " in all; the latest 50 first. Refreshes every 3 seconds."),
+    table(["#", "Provider", "Address", "Title", "Body", "At"],
+      data.deliveries.slice().reverse().map(d => el("tr", { "data-address": d.address },
+        el("td", { class: "num" }, String(d.seq)), el("td", {}, d.provider), el("td", {}, d.address),
+        el("td", {}, d.title || ""), el("td", {}, d.body || ""), el("td", {}, when(d.at)))),
+      "Nothing received yet."));
+  return 3000;
+}
+
+const pages = [
+  [/^\/queues$/, queuesPage],
+  [/^\/queues\/([^/]+)$/, deadLettersPage],
+  [/^\/notifications$/, notificationsPage],
+  [/^\/notifications\/([^/]+)$/, notificationPage],
+  [/^\/campaigns$/, campaignsPage],
+  [/^\/campaigns\/([^/]+)$/, campaignPage],
+  [/^\/reserved$/, reservedPage],
+  [/^\/audit$/, auditPage],
+  [/^\/sandbox$/, sandboxPage],
+];
+
+async function route() {
+  clearTimeout(timer);
+  const path = location.hash.replace(/^#/, "").split("?")[0] || "/queues";
+  const main = document.getElementById("page");
+  for (const a of document.querySelectorAll("header nav a")) {
+    a.classList.toggle("active", path.startsWith(a.getAttribute("href").slice(1)));
+  }
+  const signedIn = key() !== "";
+  document.getElementById("key-form").hidden = signedIn;
+  document.getElementById("sign-out").hidden = !signedIn;
+  for (const [re, page] of pages) {
+    const m = path.match(re);
+    if (!m) continue;
+    if (!signedIn && page !== sandboxPage) {
+      main.replaceChildren(el("h1", {}, "Sign in"),
+        el("p", {}, "Enter an admin service's API key (locally) or your operator token (in AWS) above. It is kept for this browser tab only."));
+      return;
+    }
+    try {
+      const again = await page(main, ...m.slice(1).map(decodeURIComponent));
+      if (again > 0) timer = setTimeout(route, again);
+    } catch (e) {
+      if (e.status === 401) {
+        sessionStorage.removeItem(keyName);
+        status("The key was refused: sign in again.");
+        route();
+        return;
+      }
+      status(e.message);
+      timer = setTimeout(route, 5000);
+    }
+    return;
+  }
+  main.replaceChildren(el("h1", {}, "Not found"), el("p", {}, "No console page here."));
+}
+
+document.getElementById("key-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const input = document.getElementById("key");
+  sessionStorage.setItem(keyName, input.value.trim());
+  input.value = "";
+  status("");
+  route();
+});
+document.getElementById("sign-out").addEventListener("click", () => {
+  sessionStorage.removeItem(keyName);
+  route();
+});
+window.addEventListener("hashchange", () => { status(""); route(); });
+route();

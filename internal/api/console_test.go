@@ -1,0 +1,340 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"herald/internal/notify"
+	"herald/internal/sqlite"
+)
+
+func TestConsolePageLoadsWithoutKeyAndItsDataNeedsOne(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit)
+	rec := e.do(t, "GET", "/console", "", nil)
+	wantStatus(t, rec, http.StatusOK)
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/html") || !strings.Contains(rec.Body.String(), "/console/app.js") {
+		t.Fatalf("GET /console = %s %q", ct, rec.Body)
+	}
+	if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
+		t.Errorf("Content-Security-Policy = %q", csp)
+	}
+	for file, ct := range consoleAssets {
+		rec := e.do(t, "GET", "/console/"+file, "", nil)
+		wantStatus(t, rec, http.StatusOK)
+		if got := rec.Header().Get("Content-Type"); got != ct || rec.Body.Len() == 0 {
+			t.Errorf("GET /console/%s = %q, %d bytes", file, got, rec.Body.Len())
+		}
+	}
+	wantError(t, e.do(t, "GET", "/console/secrets.txt", "", nil), http.StatusNotFound, notify.ENOTFOUND, "")
+
+	// Every data route the console calls answers 401 without a key and 403 with a non-admin one.
+	for _, path := range []string{"queues", "queues/ingest-orders/dead-letters", "audit", "notifications/n_x", "campaigns/c_x"} {
+		rec := e.do(t, "GET", "/console/api/"+path, "", nil)
+		wantError(t, rec, http.StatusUnauthorized, notify.EUNAUTHORIZED, "")
+		if rec.Header().Get("WWW-Authenticate") == "" {
+			t.Errorf("GET /console/api/%s: 401 without WWW-Authenticate", path)
+		}
+		wantError(t, e.do(t, "GET", "/console/api/"+path, billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	}
+	wantError(t, e.do(t, "POST", "/console/api/queues/ingest-orders/redrive", "", nil), http.StatusUnauthorized, notify.EUNAUTHORIZED, "")
+
+	direct := e.do(t, "GET", "/v1/admin/queues", ordersKey, nil)
+	viaConsole := e.do(t, "GET", "/console/api/queues", ordersKey, nil)
+	wantStatus(t, viaConsole, http.StatusOK)
+	if viaConsole.Body.String() != direct.Body.String() {
+		t.Fatalf("console queues = %s, /v1/admin/queues = %s", viaConsole.Body, direct.Body)
+	}
+	// Only operator routes are behind the prefix: it is not a way into the service routes.
+	wantError(t, e.do(t, "GET", "/console/api/users/u1/devices", ordersKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+	for _, p := range []string{"/console/api/%2e%2e/notifications/n_x", "/console/api/queues%2F..%2F..%2Fnotifications%2Fn_x", "/console/api/queues/%2e"} {
+		if rec := e.do(t, "GET", p, ordersKey, nil); rec.Code != http.StatusNotFound && rec.Code != http.StatusBadRequest {
+			t.Errorf("GET %s = %d %s, want 404 or 400", p, rec.Code, rec.Body)
+		}
+	}
+}
+
+func TestConsoleIsServedWithTheOperatorRoutesOnly(t *testing.T) {
+	t.Parallel()
+	for rs, want := range map[RouteSet]int{AllRoutes: http.StatusOK, AdminRoutes: http.StatusOK, ServiceRoutes: http.StatusNotFound} {
+		e := setup(t, withAudit, func(o *Options) { o.Routes = rs })
+		if rec := e.do(t, "GET", "/console", "", nil); rec.Code != want {
+			t.Errorf("route set %d: GET /console = %d, want %d", rs, rec.Code, want)
+		}
+	}
+}
+
+func TestAdminReadsAnyServicesNotification(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit) // orders is the admin
+	billing := notify.SendRequest{Channels: []notify.Channel{notify.ChannelPush}, Content: notify.Content{Body: "x"},
+		Recipients: []notify.Recipient{{UserID: "u1"}}}
+	n := billing.Notification(notify.NewID("n_", e.clock.Now()), "billing", e.clock.Now())
+	if _, _, err := e.store.CreateNotification(t.Context(), n); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, e.do(t, "GET", "/v1/notifications/"+n.ID, ordersKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+	for _, path := range []string{"/v1/admin/notifications/" + n.ID, "/console/api/notifications/" + n.ID} {
+		rec := e.do(t, "GET", path, ordersKey, nil)
+		wantStatus(t, rec, http.StatusOK)
+		wantDocumented(t, "GET", "/v1/admin/notifications/{id}", rec)
+		if v := decodeBody[notificationView](t, rec); v.ID != n.ID || v.Service != "billing" {
+			t.Fatalf("GET %s = %+v", path, v)
+		}
+	}
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications/"+n.ID, billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+}
+
+func TestAdminControlsAnyServicesCampaign(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withCampaigns(), withAudit)
+	body := campaignBody()
+	body["send_at"] = e.clock.Now().Add(time.Hour).Format(time.RFC3339)
+	acc := decodeBody[campaignState](t, e.do(t, "POST", "/v1/campaigns", billingKey, body))
+	wantError(t, e.do(t, "GET", "/v1/campaigns/"+acc.ID, ordersKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+	rec := e.do(t, "GET", "/console/api/campaigns/"+acc.ID, ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "GET", "/v1/admin/campaigns/{id}", rec)
+	wantError(t, e.do(t, "POST", "/v1/admin/campaigns/"+acc.ID+"/cancel", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	e.clock.Advance(time.Second)
+	rec = e.do(t, "POST", "/console/api/campaigns/"+acc.ID+"/cancel", ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	if st := decodeBody[campaignState](t, rec); st.State != notify.CampaignCanceled {
+		t.Fatalf("cancel = %+v", st)
+	}
+	got := auditEntries(t, e, "?action="+string(notify.AuditCampaignCancel))
+	if len(got.Entries) != 2 || got.Entries[0].Actor != "orders" || got.Entries[0].Result != notify.AuditResultOK || got.Entries[1].Actor != "billing" {
+		t.Fatalf("audit = %+v, want orders' cancel after billing's refused one", got.Entries)
+	}
+}
+
+func TestConsoleOperatorSignIn(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit, func(o *Options) {
+		o.Authenticate = func(r *http.Request) (Principal, error) {
+			if r.Header.Get("Authorization") == "Bearer operator-jwt" {
+				return Principal{User: "alice@example.com", Operator: true}, nil
+			}
+			return Principal{}, nil
+		}
+	})
+	const jwt = "operator-jwt"
+	wantStatus(t, e.do(t, "GET", "/console/api/queues", jwt, nil), http.StatusOK)
+	// The same sign-in elsewhere is refused: the operator routes directly, the service routes.
+	wantError(t, e.do(t, "GET", "/v1/admin/queues", jwt, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantError(t, e.do(t, "GET", "/v1/notifications/n_x", jwt, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantStatus(t, e.do(t, "POST", "/console/api/queues/ingest-orders/redrive", jwt, nil), http.StatusOK)
+	got := auditEntries(t, e, "?action="+string(notify.AuditQueueRedrive))
+	if len(got.Entries) != 1 || got.Entries[0].Actor != "alice@example.com" || got.Entries[0].ActorKind != notify.ActorUser {
+		t.Fatalf("audit = %+v, want the redrive attributed to the operator", got.Entries)
+	}
+}
+
+func TestAdminListsAndControlsReservedSends(t *testing.T) {
+	t.Parallel()
+	var sched *sqlite.Scheduler
+	e := setup(t, withCampaigns(), withAudit, withScheduler(t, &sched), func(o *Options) { o.AdminServices = []string{"billing"} })
+	at := e.clock.Now().Add(time.Hour).Truncate(time.Second)
+	seedScheduled(t, e, sched, "n_reserved1", at) // orders'
+	body := campaignBody()
+	body["send_at"] = at.Add(time.Hour).Format(time.RFC3339)
+	acc := decodeBody[campaignState](t, e.do(t, "POST", "/v1/campaigns", ordersKey, body))
+
+	wantError(t, e.do(t, "GET", "/v1/admin/reserved", ordersKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	var got []reservedView
+	for cursor, pages := "", 0; ; pages++ {
+		if pages > 10 {
+			t.Fatal("the reserved listing does not end")
+		}
+		rec := e.do(t, "GET", "/console/api/reserved?limit=1&cursor="+url.QueryEscape(cursor), billingKey, nil)
+		wantStatus(t, rec, http.StatusOK)
+		wantDocumented(t, "GET", "/v1/admin/reserved", rec)
+		p := decodeBody[reservedPage](t, rec)
+		got = append(got, p.Reserved...)
+		if cursor = p.NextCursor; cursor == "" {
+			break
+		}
+	}
+	want := []reservedView{{Kind: "notification", ID: "n_reserved1", Service: "orders", SendAt: at.UTC()},
+		{Kind: "campaign", ID: acc.ID, Service: "orders", SendAt: at.Add(time.Hour).UTC()}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("reserved = %+v, want %+v", got, want)
+	}
+	wantError(t, e.do(t, "GET", "/v1/admin/reserved?cursor=bogus", billingKey, nil), http.StatusBadRequest, notify.EINVALID, "cursor")
+
+	// billing, an admin, moves and cancels orders' reserved sends; orders' own routes see them.
+	later := at.Add(3 * time.Hour)
+	wantStatus(t, e.do(t, "PATCH", "/console/api/notifications/n_reserved1", billingKey, map[string]any{"send_at": later}), http.StatusOK)
+	wantStatus(t, e.do(t, "PATCH", "/console/api/campaigns/"+acc.ID, billingKey, map[string]any{"send_at": later}), http.StatusOK)
+	wantError(t, e.do(t, "DELETE", "/v1/admin/notifications/n_reserved1", ordersKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantStatus(t, e.do(t, "DELETE", "/console/api/notifications/n_reserved1", billingKey, nil), http.StatusOK)
+	n, err := e.store.GetNotification(t.Context(), "n_reserved1")
+	if err != nil || n.Status != notify.StatusCanceled || !n.SendAt.Equal(later) {
+		t.Fatalf("notification after the operator's reschedule and cancel: %+v %v", n, err)
+	}
+	c := decodeBody[campaignView](t, e.do(t, "GET", "/v1/campaigns/"+acc.ID, ordersKey, nil))
+	if c.SendAt == nil || !c.SendAt.Equal(later) {
+		t.Fatalf("campaign send_at = %v, want %v", c.SendAt, later)
+	}
+}
+
+func TestRedriveAndDeleteOneDeadLetter(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit)
+	dlq := notify.DLQName(notify.IngestQueue("orders"))
+	if err := e.queue.Send(t.Context(), dlq, notify.OutMessage{Body: []byte(`{"one":1}`)}, notify.OutMessage{Body: []byte(`{"two":2}`)},
+		notify.OutMessage{Body: []byte(`{"three":3}`)}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := e.queue.Peek(t.Context(), dlq, 10)
+	if err != nil || len(msgs) != 3 {
+		t.Fatalf("peek = %v %v", msgs, err)
+	}
+	one, two := msgs[0].ID, msgs[1].ID
+	base := "/console/api/queues/ingest-orders/dead-letters/"
+	wantError(t, e.do(t, "POST", base+one+"/redrive", "", nil), http.StatusUnauthorized, notify.EUNAUTHORIZED, "")
+	wantError(t, e.do(t, "POST", base+one+"/redrive", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantError(t, e.do(t, "POST", "/v1/admin/queues/nope/dead-letters/"+one+"/redrive", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "queue")
+	e.clock.Advance(time.Second) // entries of the same instant have no set order
+	rec := e.do(t, "POST", base+one+"/redrive", ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "POST", "/v1/admin/queues/{queue}/dead-letters/{message}/redrive", rec)
+	e.clock.Advance(time.Second)
+	rec = e.do(t, "DELETE", base+two, ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "DELETE", "/v1/admin/queues/{queue}/dead-letters/{message}", rec)
+	e.clock.Advance(time.Second)
+	wantError(t, e.do(t, "DELETE", base+two, ordersKey, nil), http.StatusNotFound, notify.ENOTFOUND, "")
+
+	if got := e.receiveAll(t, notify.IngestQueue("orders")); len(got) != 1 || string(got[0].Body) != `{"one":1}` {
+		t.Fatalf("the source queue holds %d messages, want the one redriven", len(got))
+	}
+	if left, _ := e.queue.Peek(t.Context(), dlq, 10); len(left) != 1 || string(left[0].Body) != `{"three":3}` {
+		t.Fatalf("the DLQ holds %d messages, want only the third", len(left))
+	}
+	got := auditEntries(t, e, "")
+	var actions []string
+	for _, a := range got.Entries {
+		actions = append(actions, string(a.Action)+" "+a.Params["message_id"]+" "+a.Result)
+	}
+	want := []string{"dead_letter.delete " + two + " not_found", "dead_letter.delete " + two + " ok", "dead_letter.redrive " + one + " ok"}
+	if len(actions) != 5 || strings.Join(actions[:3], "\n") != strings.Join(want, "\n") {
+		t.Fatalf("audit = %q, want the delete (twice) after the redrive", actions)
+	}
+}
+
+func TestQueuesShowTheOldestMessageAge(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit)
+	if err := e.queue.Send(t.Context(), notify.IngestQueue("orders"), notify.OutMessage{Body: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	rec := e.do(t, "GET", "/v1/admin/queues", ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "GET", "/v1/admin/queues", rec)
+	got := decodeBody[struct {
+		Queues []queueView `json:"queues"`
+	}](t, rec)
+	if len(got.Queues) != 1 || got.Queues[0].Stats.OldestAgeSeconds == nil {
+		t.Fatalf("queues = %s, want the oldest message's age", rec.Body)
+	}
+}
+
+func TestAdminListsNotifications(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit) // orders is the admin
+	mk := func(service, key string, cat notify.Category, age time.Duration) string {
+		sr := notify.SendRequest{Channels: []notify.Channel{notify.ChannelPush}, Content: notify.Content{Body: "x"},
+			Recipients: []notify.Recipient{{UserID: "u1"}}, Category: cat, IdempotencyKey: key}
+		n := sr.Notification(notify.NewID("n_", e.clock.Now().Add(-age)), service, e.clock.Now().Add(-age))
+		if _, _, err := e.store.CreateNotification(t.Context(), n); err != nil {
+			t.Fatal(err)
+		}
+		return n.ID
+	}
+	old := mk("billing", "", notify.CategoryTransactional, 2*time.Hour)
+	promo := mk("billing", "promo-1", notify.CategoryMarketing, time.Hour)
+	mine := mk("orders", "", notify.CategoryTransactional, 0)
+
+	list := func(query string) []string {
+		t.Helper()
+		var ids []string
+		for cursor, pages := "", 0; ; pages++ {
+			if pages > 10 {
+				t.Fatal("the listing does not end")
+			}
+			q := query + "&limit=1"
+			if cursor != "" {
+				q += "&cursor=" + url.QueryEscape(cursor)
+			}
+			rec := e.do(t, "GET", "/console/api/notifications?"+q, ordersKey, nil)
+			wantStatus(t, rec, http.StatusOK)
+			wantDocumented(t, "GET", "/v1/admin/notifications", rec)
+			p := decodeBody[notificationList](t, rec)
+			for _, n := range p.Notifications {
+				ids = append(ids, n.ID)
+			}
+			if cursor = p.NextCursor; cursor == "" {
+				return ids
+			}
+		}
+	}
+	for query, want := range map[string][]string{
+		"":                   {mine, promo, old},
+		"service=billing":    {promo, old},
+		"category=marketing": {promo},
+		"service=billing&idempotency_key=promo-1": {promo},
+		"status=SENT": nil,
+		"from=" + url.QueryEscape(e.clock.Now().Add(-90*time.Minute).Format(time.RFC3339Nano)): {mine, promo},
+	} {
+		if got := list(query); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("?%s listed %v, want %v", query, got, want)
+		}
+	}
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications", "", nil), http.StatusUnauthorized, notify.EUNAUTHORIZED, "")
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications?status=DISPATCHING", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "status")
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications?category=spam", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "category")
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications?from=yesterday", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "from")
+	// A cursor serves only the filter it was made for.
+	p := decodeBody[notificationList](t, e.do(t, "GET", "/v1/admin/notifications?limit=1", ordersKey, nil))
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications?limit=1&service=billing&cursor="+url.QueryEscape(p.NextCursor), ordersKey, nil),
+		http.StatusBadRequest, notify.EINVALID, "cursor")
+}
+
+func TestAdminListsCampaigns(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withCampaigns(), withAudit) // orders is the admin
+	body := campaignBody()
+	body["send_at"] = e.clock.Now().Add(time.Hour).Format(time.RFC3339)
+	first := decodeBody[campaignState](t, e.do(t, "POST", "/v1/campaigns", billingKey, body))
+	e.clock.Advance(time.Second)
+	second := decodeBody[campaignState](t, e.do(t, "POST", "/v1/campaigns", ordersKey, body))
+	e.clock.Advance(time.Second)
+	wantStatus(t, e.do(t, "POST", "/v1/campaigns/"+second.ID+"/cancel", ordersKey, nil), http.StatusOK)
+
+	type list struct {
+		Campaigns []campaignSummary `json:"campaigns"`
+	}
+	rec := e.do(t, "GET", "/console/api/campaigns", ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "GET", "/v1/admin/campaigns", rec)
+	got := decodeBody[list](t, rec).Campaigns
+	if len(got) != 2 || got[0].ID != second.ID || got[0].State != notify.CampaignCanceled || got[1].ID != first.ID ||
+		got[1].Service != "billing" || got[1].SendAt == nil {
+		t.Fatalf("campaigns = %+v, want the canceled one of orders, then billing's scheduled one", got)
+	}
+	got = decodeBody[list](t, e.do(t, "GET", "/v1/admin/campaigns?state=SCHEDULED&state=RUNNING", ordersKey, nil)).Campaigns
+	if len(got) != 1 || got[0].ID != first.ID {
+		t.Fatalf("scheduled or running = %+v, want billing's", got)
+	}
+	if got = decodeBody[list](t, e.do(t, "GET", "/v1/admin/campaigns?limit=1", ordersKey, nil)).Campaigns; len(got) != 1 || got[0].ID != second.ID {
+		t.Fatalf("limit 1 = %+v, want the newest", got)
+	}
+	wantError(t, e.do(t, "GET", "/v1/admin/campaigns?state=DONE", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "state")
+	wantError(t, e.do(t, "GET", "/v1/admin/campaigns", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+}

@@ -1,0 +1,90 @@
+package ddb
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/guregu/dynamo/v2"
+
+	"herald/internal/notify"
+)
+
+var _ notify.NotificationLister = (*Store)(nil)
+
+// ListNotifications implements notify.NotificationLister with a Scan of the notifications table
+// filtered to main items matching the filter (status, service, idempotency key and created_at
+// in the filter expression; the category, kept in the item's document, checked here), at most
+// scanPagesPerCall requests per call, like ListScheduledNotifications and with its cursor. It is
+// an operator's listing (GET /v1/admin/notifications), rare and paged: no index is kept for it
+// on every write. Entries come in scan order, not by time.
+func (s *Store) ListNotifications(ctx context.Context, f notify.NotificationFilter, cursor string, limit int) ([]notify.NotificationSummary, string, error) {
+	const op = "list notifications"
+	if limit < 1 || limit > notify.MaxReservedPage {
+		return nil, "", wrapErr(op, notify.FieldError("limit", "must be 1–%d", notify.MaxReservedPage))
+	}
+	start, err := decodeScanCursor(cursor)
+	if err != nil {
+		return nil, "", wrapErr(op, err)
+	}
+	e := newExpr()
+	filter := e.n(attrSK) + " = " + e.s(skNotification) + " AND " + e.n("status") + " <> " + e.s(string(notify.StatusDispatching))
+	for _, c := range []struct{ attr, v string }{{"status", string(f.Status)}, {"service", f.Service}, {"idempotency_key", f.IdempotencyKey}} {
+		if c.v != "" {
+			filter += " AND " + e.n(c.attr) + " = " + e.s(c.v)
+		}
+	}
+	if !f.From.IsZero() {
+		filter += " AND " + e.n("created_at") + " >= " + e.i(nanos(f.From))
+	}
+	if !f.To.IsZero() {
+		filter += " AND " + e.n("created_at") + " < " + e.i(nanos(f.To))
+	}
+	proj := e.n(attrPK) + ", " + e.n(attrSK) + ", " + e.n("id") + ", " + e.n("service") + ", " + e.n("idempotency_key") + ", " +
+		e.n("status") + ", " + e.n("created_at") + ", " + e.n("doc")
+	var out []notify.NotificationSummary
+	for range scanPagesPerCall {
+		res, err := s.client.Scan(ctx, &dynamodb.ScanInput{
+			TableName:                 aws.String(s.tables.Notifications),
+			FilterExpression:          aws.String(filter),
+			ProjectionExpression:      aws.String(proj),
+			ExpressionAttributeNames:  e.nameMap(),
+			ExpressionAttributeValues: e.valueMap(),
+			ExclusiveStartKey:         start,
+			Limit:                     limitOrNil(scanItemsPerRequest),
+		})
+		if err != nil {
+			return nil, "", wrapErr(op, err)
+		}
+		for _, row := range res.Items {
+			var it notificationItem
+			if err := dynamo.UnmarshalItem(row, &it); err != nil {
+				return nil, "", wrapErr(op, fmt.Errorf("decode notification: %w", err))
+			}
+			var doc struct {
+				Category notify.Category `json:"category"`
+			}
+			if err := json.Unmarshal([]byte(it.Doc), &doc); err != nil {
+				return nil, "", wrapErr(op, fmt.Errorf("decode notification %s: %w", it.ID, err))
+			}
+			if f.Category != "" && doc.Category != f.Category {
+				continue
+			}
+			out = append(out, notify.NotificationSummary{ID: it.ID, Service: it.Service, IdempotencyKey: it.IdempotencyKey,
+				Status: notify.NotificationStatus(it.Status), Category: doc.Category, CreatedAt: timeOf(it.CreatedAt)})
+			if len(out) == limit {
+				// Stop here, whatever is left of this page: the next call continues after this item.
+				next, err := encodeScanCursor(key2(it.PK, it.SK))
+				return out, next, wrapErr(op, err)
+			}
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			return out, "", nil
+		}
+		start = res.LastEvaluatedKey
+	}
+	next, err := encodeScanCursor(start)
+	return out, next, wrapErr(op, err)
+}

@@ -1,0 +1,215 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"herald/internal/config"
+	"herald/internal/notify"
+	"herald/internal/pipeline"
+)
+
+// TestConsoleInBrowser drives the operator console in headless Chromium against the local
+// runtime: sign in with the admin key, see every queue, find a dead letter with its reason,
+// redrive it with a click and see the delivery arrive, follow a campaign to 100 %. It runs when
+// HERALD_CHROMIUM names the browser (`make test` installs Debian's chromium and sets it) and
+// keeps a screenshot of each page in HERALD_SCREENSHOTS (default: the test's temporary
+// directory).
+func TestConsoleInBrowser(t *testing.T) {
+	browser := os.Getenv("HERALD_CHROMIUM")
+	if browser == "" {
+		t.Skip("HERALD_CHROMIUM is not set: `make browser` installs chromium (apt-get install -y chromium, as root) and `make test` sets it")
+	}
+	shots := os.Getenv("HERALD_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := setup(t)
+	ctx := context.Background()
+	base := e.rt.URL + "/console"
+
+	// Without a key the page loads and its data routes answer 401.
+	for _, path := range []string{"/console/api/queues", "/console/api/queues/ingest-demo/dead-letters"} {
+		resp, err := http.Get(e.rt.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("GET %s without a key = %d, want 401", path, resp.StatusCode)
+		}
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
+		chromedp.WindowSize(1400, 900))
+	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelA()
+	bctx, cancelB := chromedp.NewContext(actx)
+	defer cancelB()
+	bctx, cancelT := context.WithTimeout(bctx, 2*time.Minute)
+	defer cancelT()
+	run := func(what string, actions ...chromedp.Action) {
+		t.Helper()
+		if err := chromedp.Run(bctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	shot := func(name string) {
+		t.Helper()
+		var png []byte
+		run("screenshot "+name, chromedp.FullScreenshot(&png, 100))
+		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Sign in: the page asks for the key, and then lists every queue.
+	var text string
+	run("open the console", chromedp.Navigate(base), chromedp.WaitVisible("#key"),
+		chromedp.Text("#page", &text, chromedp.ByQuery))
+	if !strings.Contains(text, "Sign in") {
+		t.Fatalf("console without a key shows %q, want the sign-in prompt", text)
+	}
+	run("sign in", chromedp.SendKeys("#key", "dev-demo-key"), chromedp.Click(`#key-form button`),
+		chromedp.WaitVisible(`tr[data-queue="ingest-demo"]`))
+	names := config.Dev().QueueNames()
+	run("queues", chromedp.WaitVisible(fmt.Sprintf(`tr[data-queue=%q]`, names[len(names)-1])),
+		chromedp.Text("#page", &text, chromedp.ByQuery))
+	for _, q := range names {
+		if !strings.Contains(text, q) {
+			t.Errorf("the queues page lacks queue %s", q)
+		}
+	}
+	shot("queues")
+
+	// A poison message is dead-lettered by ingest with its reason; a request that could not be
+	// processed waits in the same DLQ. Both are on the dead-letters page.
+	const token = "fcm-console-redrive-0001"
+	if err := e.rt.Queue.Send(ctx, notify.IngestQueue("demo"), notify.OutMessage{Body: []byte(`{"channels": "push"`)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		msgs, err := e.rt.Queue.Peek(ctx, notify.DLQName(notify.IngestQueue("demo")), 10)
+		return err == nil && len(msgs) == 1
+	})
+	msgs, _ := e.rt.Queue.Peek(ctx, notify.DLQName(notify.IngestQueue("demo")), 10)
+	reason := msgs[0].Attributes[pipeline.AttrErrorReason]
+	if reason == "" {
+		t.Fatalf("the poison message was dead-lettered without a reason: %+v", msgs[0].Attributes)
+	}
+	valid := `{"channels":["push"],"content":{"title":"Back","body":"Redriven"},"recipients":[{"fcm_token":"` + token + `"}]}`
+	if err := e.rt.Queue.Send(ctx, notify.DLQName(notify.IngestQueue("demo")), notify.OutMessage{Body: []byte(valid), Attributes: map[string]string{
+		pipeline.AttrErrorCode: notify.EUNAVAILABLE, pipeline.AttrErrorReason: "store unavailable", pipeline.AttrSourceQueue: notify.IngestQueue("demo"),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	run("dead letters", chromedp.Navigate(base+"#/queues/ingest-demo"), chromedp.WaitVisible(`#redrive-all:enabled`),
+		chromedp.WaitVisible(`tr[data-id]:nth-of-type(2)`), chromedp.Text("#page", &text, chromedp.ByQuery))
+	if !strings.Contains(text, reason) || !strings.Contains(text, "store unavailable") {
+		t.Fatalf("the dead-letters page lacks the reasons %q and %q: %s", reason, "store unavailable", text)
+	}
+	if strings.Contains(text, token) {
+		t.Fatalf("the dead-letters page shows the device token unmasked: %s", text)
+	}
+	shot("dead-letters")
+	// Redrive the request that can succeed now, delete the poison: each from its row, confirmed.
+	validID := ""
+	for _, m := range mustPeek(t, e, notify.DLQName(notify.IngestQueue("demo"))) {
+		if string(m.Body) == valid {
+			validID = m.ID
+		}
+	}
+	validRow, poisonRow := fmt.Sprintf(`tr[data-id=%q]`, validID), fmt.Sprintf(`tr[data-id=%q]`, msgs[0].ID)
+	run("redrive one", chromedp.Click(validRow+" button.redrive"), chromedp.WaitVisible(validRow+" button.redrive-confirm"),
+		chromedp.Click(validRow+" button.redrive-confirm"), chromedp.WaitVisible(`#status.ok`),
+		chromedp.WaitNotPresent(validRow), chromedp.Text("#status", &text, chromedp.ByQuery))
+	if !strings.Contains(text, "Redrive: "+validID) {
+		t.Fatalf("after the redrive the console says %q", text)
+	}
+	run("delete one", chromedp.Click(poisonRow+" button.delete"), chromedp.WaitVisible(poisonRow+" button.delete-confirm"),
+		chromedp.Click(poisonRow+" button.delete-confirm"), chromedp.WaitNotPresent(poisonRow), chromedp.WaitVisible(`#redrive-all:disabled`))
+	if left := mustPeek(t, e, notify.DLQName(notify.IngestQueue("demo"))); len(left) != 0 {
+		t.Fatalf("the DLQ still holds %d messages", len(left))
+	}
+	waitFor(t, func() bool { return e.deliveredTo(token) == 1 })
+	run("sandbox", chromedp.Navigate(base+"#/sandbox"), chromedp.WaitVisible(fmt.Sprintf(`tr[data-address=%q]`, token)))
+	shot("sandbox")
+
+	// The redriven request's notification is listed under its status, and opens with its counts.
+	run("notifications", chromedp.Navigate(base+"#/notifications?status=SENT&service=demo"), chromedp.WaitVisible(`tbody tr[data-id] a`))
+	shot("notifications")
+	run("one notification", chromedp.Click(`tbody tr[data-id] a`), chromedp.WaitVisible("#n-status"),
+		chromedp.Text("#page", &text, chromedp.ByQuery))
+	if !strings.Contains(text, "SENT") || !strings.Contains(text, "Per channel") || !strings.Contains(text, "push") {
+		t.Fatalf("the notification page shows %q", text)
+	}
+	shot("notification")
+
+	// A reserved send is listed with its time, and cancelled from the page.
+	var reserved struct {
+		ID string `json:"id"`
+	}
+	if code := e.do("POST", "/v1/notifications", map[string]any{
+		"channels": []string{"push"}, "content": map[string]any{"body": "Later"}, "send_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
+		"recipients": []map[string]any{{"fcm_token": "fcm-console-reserved-0001"}},
+	}, &reserved); code != http.StatusAccepted {
+		t.Fatalf("POST /v1/notifications (reserved) = %d", code)
+	}
+	waitFor(t, func() bool {
+		n, err := e.rt.Store.GetNotification(ctx, reserved.ID)
+		return err == nil && n.Status == notify.StatusScheduled
+	})
+	row := fmt.Sprintf(`tr[data-id=%q]`, reserved.ID)
+	run("reserved", chromedp.Navigate(base+"#/reserved"), chromedp.WaitVisible(row))
+	shot("reserved")
+	run("cancel reserved", chromedp.Click(row+" button.cancel"), chromedp.WaitVisible(row+" button.cancel-confirm"),
+		chromedp.Click(row+" button.cancel-confirm"), chromedp.WaitVisible(`#status.ok`))
+	if n, err := e.rt.Store.GetNotification(ctx, reserved.ID); err != nil || n.Status != notify.StatusCanceled {
+		t.Fatalf("after cancelling from the console the notification is %+v (%v)", n, err)
+	}
+
+	// A small campaign, paced so that its progress can be watched, reaches 100 %.
+	for i := range 20 {
+		e.mustDo("PUT", fmt.Sprintf("/v1/users/cc%02d/devices/fcm-console-campaign-%02d", i, i), map[string]any{"platform": "fcm"}, 200)
+	}
+	var created struct {
+		ID string `json:"id"`
+	}
+	if code := e.do("POST", "/v1/campaigns", map[string]any{
+		"category": "transactional", "channels": []string{"push"}, "max_rate": 10,
+		"content":  map[string]any{"title": "Maintenance", "body": "Tonight"},
+		"audience": map[string]any{"sources": []map[string]any{{"kind": "app_devices", "app": "default"}}},
+	}, &created); code != http.StatusAccepted {
+		t.Fatalf("POST /v1/campaigns = %d", code)
+	}
+	run("campaigns", chromedp.Navigate(base+"#/campaigns"), chromedp.WaitVisible(fmt.Sprintf(`tr[data-id=%q] a`, created.ID)))
+	shot("campaigns")
+	run("campaign", chromedp.Click(fmt.Sprintf(`tr[data-id=%q] a`, created.ID)), chromedp.WaitVisible("#progress"),
+		chromedp.WaitVisible(`#progress[data-percent="100"]`),
+		chromedp.Text("#page", &text, chromedp.ByQuery))
+	if !strings.Contains(text, "20 of 20 deliveries done") || !strings.Contains(text, "100 %") {
+		t.Fatalf("the campaign page at 100 %% shows %q", text)
+	}
+	shot("campaign")
+	t.Logf("screenshots in %s", shots)
+}
+
+func mustPeek(t *testing.T, e *env, queue string) []notify.Message {
+	t.Helper()
+	msgs, err := e.rt.Queue.Peek(context.Background(), queue, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}

@@ -1,0 +1,109 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"herald/internal/notify"
+)
+
+var listingCases = []storeCase{
+	{"Listing/FiltersAndPages", testListNotifications},
+	{"Listing/RefusesBadArguments", testListNotificationsBadArguments},
+}
+
+func notificationLister(t *testing.T, s notify.Store) notify.NotificationLister {
+	t.Helper()
+	l, ok := s.(notify.NotificationLister)
+	if !ok {
+		t.Fatalf("%T does not implement notify.NotificationLister", s)
+	}
+	return l
+}
+
+// listAll pages through a listing one entry at a time, so every page and call boundary is crossed.
+func listNotificationsAll(t *testing.T, l notify.NotificationLister, f notify.NotificationFilter) map[string]notify.NotificationSummary {
+	t.Helper()
+	out := map[string]notify.NotificationSummary{}
+	cursor := ""
+	for range 200 {
+		page, next, err := l.ListNotifications(t.Context(), f, cursor, 1)
+		noErr(t, err)
+		if len(page) > 1 {
+			t.Fatalf("a page of limit 1 holds %d entries", len(page))
+		}
+		for _, n := range page {
+			if _, dup := out[n.ID]; dup {
+				t.Fatalf("%s listed twice", n.ID)
+			}
+			out[n.ID] = n
+		}
+		if next == "" {
+			return out
+		}
+		cursor = next
+	}
+	t.Fatal("the listing does not end")
+	return nil
+}
+
+func testListNotifications(t *testing.T, s notify.Store) {
+	l := notificationLister(t, s)
+	at := func(n *notify.Notification, d time.Duration) *notify.Notification {
+		n.CreatedAt, n.UpdatedAt = t0.Add(d), t0.Add(d)
+		return n
+	}
+	a := mustCreateNotification(t, s, at(newNotification("shop", ""), 0))
+	b := newNotification("shop", "order-7")
+	b.Category = notify.CategoryMarketing
+	b = mustCreateNotification(t, s, at(b, time.Hour))
+	c := mustCreateNotification(t, s, at(scheduledNotification("books", t0.Add(48*time.Hour)), 2*time.Hour))
+	// A campaign's notification (its bookkeeping) is never listed.
+	d := newNotification("shop", "")
+	d.Status = notify.StatusDispatching
+	mustCreateNotification(t, s, at(d, 3*time.Hour))
+
+	ids := func(m map[string]notify.NotificationSummary) []string {
+		var out []string
+		for id := range m {
+			out = append(out, id)
+		}
+		slices.Sort(out)
+		return out
+	}
+	sorted := func(s ...string) []string { slices.Sort(s); return s }
+	for name, c := range map[string]struct {
+		f    notify.NotificationFilter
+		want []string
+	}{
+		"all":             {notify.NotificationFilter{}, sorted(a.ID, b.ID, c.ID)},
+		"status":          {notify.NotificationFilter{Status: notify.StatusScheduled}, sorted(c.ID)},
+		"service":         {notify.NotificationFilter{Service: "shop"}, sorted(a.ID, b.ID)},
+		"category":        {notify.NotificationFilter{Category: notify.CategoryMarketing}, sorted(b.ID)},
+		"idempotency key": {notify.NotificationFilter{Service: "shop", IdempotencyKey: "order-7"}, sorted(b.ID)},
+		"from":            {notify.NotificationFilter{From: t0.Add(30 * time.Minute)}, sorted(b.ID, c.ID)},
+		"to":              {notify.NotificationFilter{To: t0.Add(time.Hour)}, sorted(a.ID)},
+		"from to":         {notify.NotificationFilter{From: t0.Add(time.Hour), To: t0.Add(2 * time.Hour)}, sorted(b.ID)},
+		"none":            {notify.NotificationFilter{Service: "nobody"}, nil},
+	} {
+		if got := ids(listNotificationsAll(t, l, c.f)); !slices.Equal(got, c.want) {
+			t.Errorf("%s: listed %v, want %v", name, got, c.want)
+		}
+	}
+	got := listNotificationsAll(t, l, notify.NotificationFilter{Service: "shop", IdempotencyKey: "order-7"})[b.ID]
+	if got.Service != "shop" || got.IdempotencyKey != "order-7" || got.Status != notify.StatusAccepted ||
+		got.Category != notify.CategoryMarketing || !got.CreatedAt.Equal(t0.Add(time.Hour)) {
+		t.Errorf("summary = %+v", got)
+	}
+}
+
+func testListNotificationsBadArguments(t *testing.T, s notify.Store) {
+	l := notificationLister(t, s)
+	for _, limit := range []int{0, notify.MaxReservedPage + 1} {
+		_, _, err := l.ListNotifications(t.Context(), notify.NotificationFilter{}, "", limit)
+		wantCode(t, err, notify.EINVALID)
+	}
+	_, _, err := l.ListNotifications(t.Context(), notify.NotificationFilter{}, "not a cursor!", 10)
+	wantCode(t, err, notify.EINVALID)
+}

@@ -1,0 +1,75 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"herald/internal/notify"
+)
+
+var _ notify.NotificationLister = (*Store)(nil)
+
+// ListNotifications implements notify.NotificationLister: newest first (created_at, then id,
+// descending) with a keyset cursor on both, over the created_at index; the other filters are
+// checked row by row.
+func (s *Store) ListNotifications(ctx context.Context, f notify.NotificationFilter, cursor string, limit int) ([]notify.NotificationSummary, string, error) {
+	const op = "list notifications"
+	if limit < 1 || limit > notify.MaxReservedPage {
+		return nil, "", fmt.Errorf("sqlite: %s: %w", op, notify.FieldError("limit", "must be 1–%d", notify.MaxReservedPage))
+	}
+	beforeAt, beforeID := int64(math.MaxInt64), ""
+	if cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cursor)
+		at, id, ok := strings.Cut(string(b), "|")
+		n, perr := strconv.ParseInt(at, 10, 64)
+		if err != nil || !ok || perr != nil || id == "" {
+			return nil, "", fmt.Errorf("sqlite: %s: %w", op, notify.FieldError("cursor", "not a cursor this listing returned"))
+		}
+		beforeAt, beforeID = n, id
+	}
+	from, to := int64(math.MinInt64), int64(math.MaxInt64)
+	if !f.From.IsZero() {
+		from = nanosOf(f.From)
+	}
+	if !f.To.IsZero() {
+		to = nanosOf(f.To)
+	}
+	rows, err := s.db.R.QueryContext(ctx, `SELECT id, service, idempotency_key, status,
+			coalesce(json_extract(CAST(doc AS TEXT), '$.category'), ''), created_at
+		FROM notifications
+		WHERE status != ?1 AND (?2 = '' OR status = ?2) AND (?3 = '' OR service = ?3)
+			AND (?4 = '' OR idempotency_key = ?4)
+			AND (?5 = '' OR coalesce(json_extract(CAST(doc AS TEXT), '$.category'), '') = ?5)
+			AND created_at >= ?6 AND created_at < ?7
+			AND (created_at < ?8 OR (created_at = ?8 AND id < ?9))
+		ORDER BY created_at DESC, id DESC LIMIT ?10`,
+		string(notify.StatusDispatching), string(f.Status), f.Service, f.IdempotencyKey, string(f.Category),
+		from, to, beforeAt, beforeID, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	defer rows.Close()
+	var out []notify.NotificationSummary
+	var lastAt int64
+	for rows.Next() {
+		var n notify.NotificationSummary
+		var status, category string
+		if err := rows.Scan(&n.ID, &n.Service, &n.IdempotencyKey, &status, &category, &lastAt); err != nil {
+			return nil, "", fmt.Errorf("sqlite: %s: %w", op, err)
+		}
+		n.Status, n.Category, n.CreatedAt = notify.NotificationStatus(status), notify.Category(category), timeOfNanos(lastAt)
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if len(out) < limit {
+		return out, "", nil
+	}
+	next := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(lastAt, 10) + "|" + out[len(out)-1].ID))
+	return out, next, nil
+}
