@@ -16,7 +16,7 @@ run: ## start Herald locally (API, workers, sandbox providers) on $(ADDR), data 
 	$(GO) run ./cmd/herald dev --addr $(ADDR) --data $(DATA) $(if $(CONFIG),--config $(CONFIG))
 
 # go test would run a subset of vet's checks on every package again: -vet=off, go vet ran them all.
-test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS adapters, pipeline, API, kill-and-restart, functions under the emulator, CDK)
+test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS adapters, pipeline, API, kill-and-restart, functions under the emulator, console in Chromium, CDK, the stack end to end)
 	@echo "==> go vet"
 	$(GO) vet ./...
 	@$(MAKE) --no-print-directory tools test-binaries browser
