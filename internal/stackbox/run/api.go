@@ -39,9 +39,20 @@ type API struct {
 	b      *Box
 }
 
-// startAPI serves every AWS::ApiGatewayV2::Api (the box runs one) with its routes.
+// startAPI serves the template's HTTP API (AWS::ApiGatewayV2::Api with ProtocolType HTTP; the
+// box runs one) with its routes. A WebSocket API (the live inbox stream) is not served: its
+// functions are tested on their own (functions/rie_test.go, internal/awsenv).
 func (b *Box) startAPI() error {
-	apis := b.Template.LogicalIDs("AWS::ApiGatewayV2::Api")
+	var apis []string
+	for _, id := range b.Template.LogicalIDs("AWS::ApiGatewayV2::Api") {
+		p, err := b.props(id)
+		if err != nil {
+			return err
+		}
+		if str(p["ProtocolType"]) == "HTTP" {
+			apis = append(apis, id)
+		}
+	}
 	if len(apis) == 0 {
 		return nil
 	}
@@ -53,6 +64,9 @@ func (b *Box) startAPI() error {
 		p, err := b.props(id)
 		if err != nil {
 			return err
+		}
+		if str(p["ApiId"]) != a.ID {
+			continue // a route of the WebSocket API
 		}
 		key := str(p["RouteKey"])
 		method, path, ok := strings.Cut(key, " ")

@@ -54,7 +54,10 @@
 // session policies or KMS grants); SigV4 and JWT signatures are not verified, only who they
 // name. APNs is left out of the box's herald.yaml (its TLS sandbox needs a trusted
 // certificate in the function); FCM, SES and Twilio point at the sandbox. Log delivery to
-// CloudWatch, X-Ray and alarms are not run.
+// CloudWatch, X-Ray and alarms are not run. The WebSocket API of the live inbox is not served
+// (its stream function runs under the emulator in functions/rie_test.go); the publishers still
+// look up connections in its table, so those calls are checked too. EventBridge rules are not
+// run: operator events are put on the bus and checked, not delivered to the alerts function.
 package run
 
 import (
