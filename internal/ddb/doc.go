@@ -41,14 +41,14 @@
 //	                                        the service's listing entry of a template: name and
 //	                                        latest version, keyed by that version's creation time
 //	                                        so a descending Query lists the newest first
+//	pk EXPORT#<id>        sk X              an export job: doc (notify.ExportJob as JSON, lease
+//	                                        and file included), version (each write conditions
+//	                                        on it), ttl = its retention's end + one day
 //
 // PutTemplateVersion reads the latest version consistently (a Query of the template's partition,
 // newest first, limit 1) and writes the next one in one transaction with the listing entry's
 // move: the version item is conditioned on attribute_not_exists, so of two concurrent puts one
 // wins and the other reads again and takes the version after.
-//	pk EXPORT#<id>        sk X              an export job: doc (notify.ExportJob as JSON, lease
-//	                                        and file included), version (each write conditions
-//	                                        on it), ttl = its retention's end + one day
 //
 // deliveries — pk id (S), TTL attribute ttl (30 days after creation). One item per delivery with
 // notification_id, nshard, sshard, user_id, channel, provider, app, address_masked, status,

@@ -5,10 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/guregu/dynamo/v2"
-
 	"herald/internal/notify"
 )
 
@@ -45,46 +41,19 @@ func (s *Store) ListNotifications(ctx context.Context, f notify.NotificationFilt
 	proj := e.n(attrPK) + ", " + e.n(attrSK) + ", " + e.n("id") + ", " + e.n("service") + ", " + e.n("idempotency_key") + ", " +
 		e.n("status") + ", " + e.n("created_at") + ", " + e.n("doc")
 	var out []notify.NotificationSummary
-	for range scanPagesPerCall {
-		res, err := s.client.Scan(ctx, &dynamodb.ScanInput{
-			TableName:                 aws.String(s.tables.Notifications),
-			FilterExpression:          aws.String(filter),
-			ProjectionExpression:      aws.String(proj),
-			ExpressionAttributeNames:  e.nameMap(),
-			ExpressionAttributeValues: e.valueMap(),
-			ExclusiveStartKey:         start,
-			Limit:                     limitOrNil(scanItemsPerRequest),
-		})
-		if err != nil {
-			return nil, "", wrapErr(op, err)
+	next, err := s.scanNotifications(ctx, start, limit, e, filter, proj, func(it notificationItem) (bool, error) {
+		var doc struct {
+			Category notify.Category `json:"category"`
 		}
-		for _, row := range res.Items {
-			var it notificationItem
-			if err := dynamo.UnmarshalItem(row, &it); err != nil {
-				return nil, "", wrapErr(op, fmt.Errorf("decode notification: %w", err))
-			}
-			var doc struct {
-				Category notify.Category `json:"category"`
-			}
-			if err := json.Unmarshal([]byte(it.Doc), &doc); err != nil {
-				return nil, "", wrapErr(op, fmt.Errorf("decode notification %s: %w", it.ID, err))
-			}
-			if f.Category != "" && doc.Category != f.Category {
-				continue
-			}
-			out = append(out, notify.NotificationSummary{ID: it.ID, Service: it.Service, IdempotencyKey: it.IdempotencyKey,
-				Status: notify.NotificationStatus(it.Status), Category: doc.Category, CreatedAt: timeOf(it.CreatedAt)})
-			if len(out) == limit {
-				// Stop here, whatever is left of this page: the next call continues after this item.
-				next, err := encodeScanCursor(key2(it.PK, it.SK))
-				return out, next, wrapErr(op, err)
-			}
+		if err := json.Unmarshal([]byte(it.Doc), &doc); err != nil {
+			return false, fmt.Errorf("decode notification %s: %w", it.ID, err)
 		}
-		if len(res.LastEvaluatedKey) == 0 {
-			return out, "", nil
+		if f.Category != "" && doc.Category != f.Category {
+			return false, nil
 		}
-		start = res.LastEvaluatedKey
-	}
-	next, err := encodeScanCursor(start)
+		out = append(out, notify.NotificationSummary{ID: it.ID, Service: it.Service, IdempotencyKey: it.IdempotencyKey,
+			Status: notify.NotificationStatus(it.Status), Category: doc.Category, CreatedAt: timeOf(it.CreatedAt)})
+		return true, nil
+	})
 	return out, next, wrapErr(op, err)
 }

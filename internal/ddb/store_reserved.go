@@ -103,6 +103,29 @@ func (s *Store) ListScheduledNotifications(ctx context.Context, cursor string, l
 	filter := e.n(attrSK) + " = " + e.s(skNotification) + " AND " + e.n("status") + " = " + e.s(string(notify.StatusScheduled))
 	proj := e.n(attrPK) + ", " + e.n(attrSK) + ", " + e.n("id") + ", " + e.n("service") + ", " + e.n("doc")
 	var out []notify.Reserved
+	next, err := s.scanNotifications(ctx, start, limit, e, filter, proj, func(it notificationItem) (bool, error) {
+		var doc struct {
+			SendAt *time.Time `json:"send_at"`
+		}
+		if err := json.Unmarshal([]byte(it.Doc), &doc); err != nil {
+			return false, fmt.Errorf("decode notification %s: %w", it.ID, err)
+		}
+		if doc.SendAt == nil {
+			return false, nil
+		}
+		out = append(out, notify.Reserved{ID: it.ID, Service: it.Service, SendAt: doc.SendAt.UTC()})
+		return true, nil
+	})
+	return out, next, wrapErr(op, err)
+}
+
+// scanNotifications pages the notifications table from start with filter and proj (names and
+// values in e), at most scanPagesPerCall requests, handing each item to take, which reports
+// whether it listed it. It stops once limit items were listed — whatever is left of that page:
+// the cursor it returns continues after the last one — or at the table's end (cursor "").
+func (s *Store) scanNotifications(ctx context.Context, start map[string]types.AttributeValue, limit int, e *expr,
+	filter, proj string, take func(notificationItem) (bool, error)) (string, error) {
+	listed := 0
 	for range scanPagesPerCall {
 		res, err := s.client.Scan(ctx, &dynamodb.ScanInput{
 			TableName:                 aws.String(s.tables.Notifications),
@@ -114,36 +137,29 @@ func (s *Store) ListScheduledNotifications(ctx context.Context, cursor string, l
 			Limit:                     limitOrNil(scanItemsPerRequest),
 		})
 		if err != nil {
-			return nil, "", wrapErr(op, err)
+			return "", err
 		}
 		for _, row := range res.Items {
 			var it notificationItem
 			if err := dynamo.UnmarshalItem(row, &it); err != nil {
-				return nil, "", wrapErr(op, fmt.Errorf("decode notification: %w", err))
+				return "", fmt.Errorf("decode notification: %w", err)
 			}
-			var doc struct {
-				SendAt *time.Time `json:"send_at"`
+			ok, err := take(it)
+			if err != nil {
+				return "", err
 			}
-			if err := json.Unmarshal([]byte(it.Doc), &doc); err != nil {
-				return nil, "", wrapErr(op, fmt.Errorf("decode notification %s: %w", it.ID, err))
-			}
-			if doc.SendAt == nil {
-				continue
-			}
-			out = append(out, notify.Reserved{ID: it.ID, Service: it.Service, SendAt: doc.SendAt.UTC()})
-			if len(out) == limit {
-				// Stop here, whatever is left of this page: the next call continues after this item.
-				next, err := encodeScanCursor(key2(it.PK, it.SK))
-				return out, next, wrapErr(op, err)
+			if ok {
+				if listed++; listed == limit {
+					return encodeScanCursor(key2(it.PK, it.SK))
+				}
 			}
 		}
 		if len(res.LastEvaluatedKey) == 0 {
-			return out, "", nil
+			return "", nil
 		}
 		start = res.LastEvaluatedKey
 	}
-	next, err := encodeScanCursor(start)
-	return out, next, wrapErr(op, err)
+	return encodeScanCursor(start)
 }
 
 func encodeScanCursor(key map[string]types.AttributeValue) (string, error) {
