@@ -30,20 +30,9 @@ func (s *server) listReserved(w http.ResponseWriter, r *http.Request) error {
 	if !s.isAdmin(r) {
 		return notify.Errorf(notify.EFORBIDDEN, "the operator routes need a service listed as admin in herald.yaml")
 	}
-	limit, err := queryLimit(r, 100, notify.MaxReservedPage)
+	limit, phase, inner, err := s.reservedPage(r, "reserved")
 	if err != nil {
 		return err
-	}
-	cursor, err := s.queryCursor(r, "reserved", "")
-	if err != nil {
-		return err
-	}
-	phase, inner := rearmNotifications, ""
-	if cursor != "" {
-		phase, inner = cursor[:min(2, len(cursor))], cursor[min(2, len(cursor)):]
-		if phase != rearmNotifications && phase != rearmCampaigns {
-			return notify.FieldError("cursor", "not a cursor this route returned; start again without one")
-		}
 	}
 	campaigns, _ := s.store.(notify.ReservedCampaignLister)
 	out := reservedPage{Reserved: []reservedView{}}

@@ -39,26 +39,36 @@ const (
 	rearmCampaigns     = "c."
 )
 
+// reservedPage reads the limit and the cursor of a route that walks the reserved sends
+// (kind names its cursors): notifications first (phase rearmNotifications), then campaigns
+// (rearmCampaigns), inner being the store's cursor within the phase.
+func (s *server) reservedPage(r *http.Request, kind string) (limit int, phase, inner string, err error) {
+	if limit, err = queryLimit(r, 100, notify.MaxReservedPage); err != nil {
+		return 0, "", "", err
+	}
+	cursor, err := s.queryCursor(r, kind, "")
+	if err != nil {
+		return 0, "", "", err
+	}
+	phase = rearmNotifications
+	if cursor != "" {
+		phase, inner = cursor[:min(2, len(cursor))], cursor[min(2, len(cursor)):]
+		if phase != rearmNotifications && phase != rearmCampaigns {
+			return 0, "", "", notify.FieldError("cursor", "not a cursor this route returned; start again without one")
+		}
+	}
+	return limit, phase, inner, nil
+}
+
 func (s *server) rearmSchedules(w http.ResponseWriter, r *http.Request) (err error) {
 	params := map[string]string{}
 	defer s.audit(w, r, notify.AuditSchedulesRearm, notify.AuditTargetSchedules, "", params, &err)
 	if !s.isAdmin(r) {
 		return notify.Errorf(notify.EFORBIDDEN, "re-arming schedules needs a service listed as admin in herald.yaml")
 	}
-	limit, err := queryLimit(r, 100, notify.MaxReservedPage)
+	limit, phase, inner, err := s.reservedPage(r, "rearm")
 	if err != nil {
 		return err
-	}
-	cursor, err := s.queryCursor(r, "rearm", "")
-	if err != nil {
-		return err
-	}
-	phase, inner := rearmNotifications, ""
-	if cursor != "" {
-		phase, inner = cursor[:min(2, len(cursor))], cursor[min(2, len(cursor)):]
-		if phase != rearmNotifications && phase != rearmCampaigns {
-			return notify.FieldError("cursor", "not a cursor this route returned; start again without one")
-		}
 	}
 	if s.scheduler == nil {
 		writeNotImplemented(w, "reserved sends are not available in this runtime")
