@@ -126,7 +126,7 @@ async function setUpPush() {
 // does not get the previous one's pushes.
 async function dropPush() {
   try {
-    const reg = await navigator.serviceWorker.getRegistration("sw.js");
+    const reg = await navigator.serviceWorker.getRegistration();
     const sub = reg && await reg.pushManager.getSubscription();
     if (!sub) return;
     await api("DELETE", userPath() + "/web-push-subscriptions?endpoint=" + encodeURIComponent(sub.endpoint));
