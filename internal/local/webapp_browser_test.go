@@ -27,7 +27,7 @@ import (
 func TestWebAppServed(t *testing.T) {
 	e := setup(t)
 	for path, ct := range map[string]string{
-		"/sandbox/web": "text/html", // redirected to /sandbox/web/
+		"/sandbox/web":  "text/html", // redirected to /sandbox/web/
 		"/sandbox/web/": "text/html", "/sandbox/web/app.js": "text/javascript", "/sandbox/web/sw.js": "text/javascript",
 		"/sandbox/web/style.css": "text/css",
 	} {
