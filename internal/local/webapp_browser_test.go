@@ -173,6 +173,17 @@ func TestWebAppInBrowser(t *testing.T) {
 		t.Fatalf("the page keeps last event id %q: %v", last, err)
 	}
 
+	// A dropped stream reconnects by itself (with backoff) and resumes: an item sent meanwhile
+	// shows, and the count with it.
+	var closed bool
+	run("drop the stream", chromedp.Evaluate(`socket.close(4000, "test"); true`, &closed))
+	third := send("webapp-3", "Your invoice")
+	run("after reconnect", chromedp.WaitVisible(fmt.Sprintf(`li[data-id=%q].unread`, third)), chromedp.WaitVisible(`#stream-status.ok`))
+	waitFor(t, func() bool {
+		return chromedp.Run(bctx, chromedp.Text("#unread", &text, chromedp.ByQuery)) == nil && text == "2"
+	})
+	shot("reconnected")
+
 	// The service worker shows a push with Herald's payload: title, body, the collapse id as tag
 	// and the link in its data. (Chromium delivers it through DevTools; there is no push service.)
 	run("service worker", serviceworker.Enable(),
