@@ -72,6 +72,7 @@ func printBanner(out io.Writer, rt *local.Runtime, cfg *config.Config, dev bool)
 	fmt.Fprintf(out, "  Console   %s/console   (sign in with an admin service's API key)\n", u)
 	if rt.Sandbox != nil {
 		fmt.Fprintf(out, "  Sandbox   %s/sandbox/deliveries   (what the fake FCM, APNs, SES, Twilio and web push received)\n", u)
+		fmt.Fprintf(out, "  Web app   %s/sandbox/web/   (example page: Web Push subscription and the live inbox)\n", u)
 	}
 	if !dev {
 		fmt.Fprintf(out, "  Services  %v\n\n", cfg.ServiceNames())

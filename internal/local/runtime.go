@@ -226,6 +226,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		extra["POST /sandbox/webpush/push/{subscription}"] = r.Sandbox.Handler()
 		extra["GET /sandbox/slack"] = r.Sandbox.Handler()
 		extra["DELETE /sandbox/slack"] = r.Sandbox.Handler()
+		// The example web app (Web Push and the live inbox), on the API's origin so that its calls
+		// and its stream are same-origin.
+		extra["GET "+sandbox.WebAppPrefix] = sandbox.WebApp()
 	}
 	r.server = api.NewServer(api.New(api.Options{
 		Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
