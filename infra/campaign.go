@@ -151,9 +151,16 @@ func (h *herald) addCampaign() {
 		}))
 		api.AddEnvironment(jsii.String(envCampaignStateMachine), h.campaign.StateMachineArn(), nil)
 	}
-	// admin re-arms reserved campaigns' fires (POST /v1/admin/schedules/rearm): it needs to know
-	// that campaigns run as executions, but starts and reads none, so it gets no states rights.
+	// admin re-arms reserved campaigns' fires (POST /v1/admin/schedules/rearm)...
 	if admin, ok := h.functions[adminFunction]; ok {
+		// ...and its console's operators pause, resume and cancel campaigns as api does.
+		role := h.roles[adminFunction]
+		h.campaign.GrantStartExecution(role)
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("ReadCampaignExecutions"),
+			Actions:   jsii.Strings("states:DescribeExecution"),
+			Resources: jsii.Strings(*h.campaignExecutionsArn()),
+		}))
 		admin.AddEnvironment(jsii.String(envCampaignStateMachine), h.campaign.StateMachineArn(), nil)
 	}
 }

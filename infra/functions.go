@@ -119,8 +119,11 @@ var functionWiring = map[string]wiring{
 	// reserved sends from the notifications table (which lists SCHEDULED notifications and
 	// campaigns). Its queue and scheduler rights, and its appends to the audit log, are granted
 	// in addFunction.
-	// The console's view of one notification reads its deliveries too.
-	adminFunction: {tables: map[string]access{"notifications": read, "deliveries": read},
+	// The console's view of one notification reads its deliveries too; its operators cancel,
+	// reschedule, pause and resume notifications and campaigns, which the api function does for
+	// services, so it writes the notifications table as api does (campaign executions in
+	// campaign.go); a campaign's progress reads what is left of its audience in users.
+	adminFunction: {tables: map[string]access{"notifications": readWrite, "deliveries": read, "users": read},
 		// POST /v1/admin/exports queues the job for the export function.
 		sends: func(h *herald) []string {
 			if _, ok := h.queueByName[notify.QueueExport]; ok {

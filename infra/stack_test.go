@@ -615,7 +615,7 @@ func TestCampaignStateMachine(t *testing.T) {
 		sm := s.ofType("AWS::StepFunctions::StateMachine")[0]
 		smRole := ref(s.props(sm)["RoleArn"])
 		roleOf := map[string]string{smRole: "state machine"}
-		for _, fn := range []string{"api", "ingest", "campaign", "prepare", "send", "record", "cleanup", "bounce"} {
+		for _, fn := range []string{"api", "admin", "ingest", "campaign", "prepare", "send", "record", "cleanup", "bounce"} {
 			roleOf[s.idByProp(t, "AWS::IAM::Role", "RoleName", "herald-dev-fn-"+fn)] = fn
 		}
 		got := map[string][]string{}
@@ -651,6 +651,7 @@ func TestCampaignStateMachine(t *testing.T) {
 			"state machine": {"states:StartExecution machine by name"},
 			"campaign":      {"states:DescribeExecution executions"},
 			"api":           {"states:StartExecution machine", "states:DescribeExecution executions"},
+			"admin":         {"states:StartExecution machine", "states:DescribeExecution executions"}, // the console's campaign actions
 			"ingest":        {"states:StartExecution machine"},
 		}
 		for who := range got {

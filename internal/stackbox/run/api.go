@@ -376,6 +376,11 @@ func (j *JWTConfig) verify(header string, now time.Time) (map[string]string, err
 
 // Token makes an unsigned JWT for the API's JWT routes with the given subject.
 func (a *API) Token(sub string, ttl time.Duration) string {
+	return a.TokenWith(sub, nil, ttl)
+}
+
+// TokenWith is Token with more claims (an operator's groups, say).
+func (a *API) TokenWith(sub string, extra map[string]any, ttl time.Duration) string {
 	var j *JWTConfig
 	for _, r := range a.Routes {
 		if r.JWT != nil {
@@ -390,8 +395,11 @@ func (a *API) Token(sub string, ttl time.Duration) string {
 	if len(j.Audiences) > 0 {
 		aud = j.Audiences[0]
 	}
-	return enc(map[string]string{"alg": "none", "typ": "JWT"}) + "." +
-		enc(map[string]any{"iss": j.Issuer, "aud": aud, "sub": sub, "exp": time.Now().Add(ttl).Unix()}) + ".stackbox"
+	claims := map[string]any{"iss": j.Issuer, "aud": aud, "sub": sub, "exp": time.Now().Add(ttl).Unix()}
+	for k, v := range extra {
+		claims[k] = v
+	}
+	return enc(map[string]string{"alg": "none", "typ": "JWT"}) + "." + enc(claims) + ".stackbox"
 }
 
 func arnAccountOf(arn string) string {

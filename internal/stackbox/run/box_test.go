@@ -71,6 +71,7 @@ func TestStackInABox(t *testing.T) {
 		{"a poison message dead-lettered, then redriven by the admin route", s.poison},
 		{"a message forged onto another service's queue is refused", s.forged},
 		{"a reserved send and a reserved campaign moved in the console are honoured", s.consoleMoves},
+		{"an operator cancels a reserved send and a campaign from the console, with a JWT", s.operatorConsole},
 	} {
 		if only := os.Getenv("HERALD_STACKBOX_ONLY"); only != "" && !strings.Contains(sc.name, only) {
 			continue
