@@ -86,9 +86,15 @@ func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := make([]deadLetter, 0, len(msgs))
 	for _, m := range msgs {
+		// A message Herald dead-lettered carries the count it died with; one the queue moved
+		// itself (maxReceiveCount) keeps its own.
+		receives := m.ReceiveCount
+		if n, err := strconv.Atoi(m.Attributes[pipeline.AttrReceiveCount]); err == nil {
+			receives = n
+		}
 		out = append(out, deadLetter{
 			ID: m.ID, Code: m.Attributes[pipeline.AttrErrorCode], Error: m.Attributes[pipeline.AttrErrorReason],
-			SourceQueue: m.Attributes[pipeline.AttrSourceQueue], ReceiveCount: m.ReceiveCount, SentAt: m.SentAt,
+			SourceQueue: m.Attributes[pipeline.AttrSourceQueue], ReceiveCount: receives, SentAt: m.SentAt,
 			Payload: MaskPayload(m.Body),
 		})
 	}

@@ -22,6 +22,7 @@ func TestDeadLettersListMaskedAndRedrive(t *testing.T) {
 	body := `{"channels":["sms","push"],"recipients":[{"phone":"+821012345678"},{"fcm_token":"fcm-secret-token-0001"},{"email":"kim@example.com"}],"content":{"body":"call +821099998888"}}`
 	if err := e.queue.Send(ctx, notify.DLQName(notify.IngestQueue("orders")), notify.OutMessage{Body: []byte(body), Attributes: map[string]string{
 		pipeline.AttrErrorCode: notify.EINVALID, pipeline.AttrErrorReason: "invalid channels[0]", pipeline.AttrSourceQueue: notify.IngestQueue("orders"),
+		pipeline.AttrReceiveCount: "3",
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +42,9 @@ func TestDeadLettersListMaskedAndRedrive(t *testing.T) {
 	}
 	if !strings.Contains(got, `"code":"invalid"`) || !strings.Contains(got, "invalid channels[0]") {
 		t.Fatalf("dead letter listing lacks its reason: %s", got)
+	}
+	if !strings.Contains(got, `"receive_count":3`) {
+		t.Fatalf("dead letter listing does not show the receives it died with (3): %s", got)
 	}
 
 	wantError(t, e.do(t, "POST", "/v1/admin/queues/ingest-orders/redrive", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")

@@ -80,6 +80,9 @@ func TestIngestDeadLettersReusedKey(t *testing.T) {
 		if d.Attributes[pipeline.AttrErrorCode] != notify.EKEYREUSED {
 			t.Fatalf("dead letter code %q, want %s", d.Attributes[pipeline.AttrErrorCode], notify.EKEYREUSED)
 		}
+		if d.Attributes[pipeline.AttrReceiveCount] != "1" {
+			t.Fatalf("dead letter receive count %q, want the 1 it died with", d.Attributes[pipeline.AttrReceiveCount])
+		}
 	}
 	if n, _ := st.GetNotification(ctx, id); n.RecipientCount != 1 {
 		t.Fatalf("stored notification has %d recipients, want the first request's 1", n.RecipientCount)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"strconv"
 	"time"
 
 	"herald/internal/notify"
@@ -28,6 +29,9 @@ const (
 	AttrErrorCode   = "herald-error-code"
 	AttrErrorReason = "herald-error"
 	AttrSourceQueue = "herald-source-queue"
+	// AttrReceiveCount is how many times the source queue had delivered the message when it was
+	// dead-lettered: the copy in the DLQ is a new message, whose own count says nothing.
+	AttrReceiveCount = "herald-receive-count"
 )
 
 // Settle decides, identically in both runtimes, what happens to a message whose stage returned
@@ -84,6 +88,7 @@ func SettleFailed(ctx context.Context, q notify.Queue, queue, dlq string, m noti
 		attrs[AttrErrorCode] = notify.ErrorCode(err)
 		attrs[AttrErrorReason] = notify.Truncate(err.Error(), 1000) // SQS takes only valid UTF-8
 		attrs[AttrSourceQueue] = queue
+		attrs[AttrReceiveCount] = strconv.Itoa(m.ReceiveCount)
 		var serr error = notify.Errorf(notify.EINVALID, "no DLQ configured")
 		if dlq != "" {
 			serr = q.Send(ctx, dlq, notify.OutMessage{Body: m.Body, GroupID: m.GroupID, Attributes: attrs})
