@@ -22,10 +22,10 @@ import (
 // sender, a text longer than an LMS) the AlimTalk delivery ends FAILED "unreachable".
 
 // fallBack turns o's unreachable AlimTalk verdicts into SMS/LMS fallbacks: it creates the SMS
-// deliveries (the realtime lane; on the bulk lane their counts are returned, to go with the
+// deliveries (the realtime lane; on the bulk lane they are returned, to be counted with the
 // batch's completion), enqueues their send batch, and rewrites the AlimTalk verdicts. It runs
 // before o's verdicts are stored, so the notification is never complete without its fallbacks.
-func (p *Pipeline) fallBack(ctx context.Context, n *notify.Notification, sm sendMsg, o *outcome, items []sendItem) (map[notify.Channel]notify.ChannelStats, error) {
+func (p *Pipeline) fallBack(ctx context.Context, n *notify.Notification, sm sendMsg, o *outcome, items []sendItem) ([]notify.Delivery, error) {
 	if sm.Provider != notify.ProviderAlimTalk {
 		return nil, nil
 	}
@@ -109,7 +109,7 @@ func (p *Pipeline) fallBack(ctx context.Context, n *notify.Notification, sm send
 	}
 
 	var pending map[string]bool
-	var extra map[notify.Channel]notify.ChannelStats
+	var counted []notify.Delivery
 	if sm.BatchID == "" {
 		ids, err := p.store.CreateDeliveries(ctx, n.ID, notify.NoChunk, ds)
 		if err != nil {
@@ -122,10 +122,9 @@ func (p *Pipeline) fallBack(ctx context.Context, n *notify.Notification, sm send
 	} else {
 		// The bulk lane keeps no delivery records: the fallbacks are counted with the AlimTalk
 		// batch's completion, and their batch, named after it, is claimed once.
-		extra = map[notify.Channel]notify.ChannelStats{}
+		counted = ds
 		pending = map[string]bool{}
 		for _, d := range ds {
-			notify.CountDelivery(extra, d.Channel, d.Status, d.Reason, true)
 			if d.Status == notify.DeliveryPending {
 				pending[d.ID] = true
 			}
@@ -156,7 +155,7 @@ func (p *Pipeline) fallBack(ctx context.Context, n *notify.Notification, sm send
 		o.reasons[notify.ReasonUnreachable]--
 		o.fellBack++
 	}
-	return extra, nil
+	return counted, nil
 }
 
 // wantsFallback reports whether a recipient in locale that KakaoTalk cannot reach gets the text
