@@ -76,12 +76,11 @@ func (p *Pipeline) fallBack(ctx context.Context, n *notify.Notification, sm send
 	}
 
 	// The text message keeps Herald's rules for SMS: the user's preference, suppressed numbers.
-	var users, keys []string
+	var users []string
 	for _, f := range fbs {
 		if f.item.UserID != "" {
 			users = append(users, f.item.UserID)
 		}
-		keys = append(keys, notify.AddressKey(notify.ChannelSMS, f.item.Address))
 	}
 	var prefs map[string]notify.Preferences
 	if len(users) > 0 {
@@ -90,22 +89,19 @@ func (p *Pipeline) fallBack(ctx context.Context, n *notify.Notification, sm send
 			return nil, fmt.Errorf("fallback preferences: %w", err)
 		}
 	}
-	sup, err := p.store.Suppressed(ctx, keys)
-	if err != nil {
-		return nil, fmt.Errorf("fallback suppressions: %w", err)
-	}
 	ds := make([]notify.Delivery, len(fbs))
-	for i := range fbs {
-		f := &fbs[i]
+	addresses := make(map[string]string, len(fbs))
+	for i, f := range fbs {
 		if f.item.UserID != "" {
 			if ok, reason := prefs[f.item.UserID].Allows(notify.ChannelSMS, n.Category); !ok {
 				f.d.Status, f.d.Reason = notify.DeliverySkipped, reason
 			}
 		}
-		if s, ok := sup[notify.AddressKey(notify.ChannelSMS, f.item.Address)]; ok && f.d.Status == notify.DeliveryPending {
-			f.d.Status, f.d.Reason, f.d.Detail = notify.DeliverySkipped, notify.ReasonSuppressed, f.d.Detail+"; "+s.Reason
-		}
 		ds[i] = f.d
+		addresses[f.d.ID] = f.item.Address
+	}
+	if err := p.skipSuppressed(ctx, ds, func(id string) string { return addresses[id] }); err != nil {
+		return nil, fmt.Errorf("fallback suppressions: %w", err)
 	}
 
 	var pending map[string]bool
