@@ -69,6 +69,16 @@ func (c *stepClock) Add(d time.Duration) {
 
 func newBulkHarness(t *testing.T) *bulkHarness {
 	t.Helper()
+	fcm := &scriptedFCM{accepted: map[string][]string{}, seen: map[string]bool{}}
+	b := newBulkHarnessWith(t, []notify.Sender{fcm}, pipeline.Config{RetryBase: time.Second, RetryMax: time.Second})
+	b.fcm = fcm
+	return b
+}
+
+// newBulkHarnessWith is a bulk harness on a fresh SQLite store and queue whose pipeline sends
+// through senders under cfg.
+func newBulkHarnessWith(t *testing.T, senders []notify.Sender, cfg pipeline.Config) *bulkHarness {
+	t.Helper()
 	dir := t.TempDir()
 	sdb, err := sqlite.Open(filepath.Join(dir, "store.db"))
 	if err != nil {
@@ -95,10 +105,9 @@ func newBulkHarness(t *testing.T) *bulkHarness {
 		t.Fatal(err)
 	}
 	t.Cleanup(q.Close)
-	fcm := &scriptedFCM{accepted: map[string][]string{}, seen: map[string]bool{}}
-	p := pipeline.New(pipeline.Deps{Store: st, Queue: q, Senders: []notify.Sender{fcm}, Clock: clock,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, pipeline.Config{RetryBase: time.Second, RetryMax: time.Second})
-	return &bulkHarness{p: p, st: st, q: q, fcm: fcm, clock: clock}
+	p := pipeline.New(pipeline.Deps{Store: st, Queue: q, Senders: senders, Clock: clock,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, cfg)
+	return &bulkHarness{p: p, st: st, q: q, clock: clock}
 }
 
 // drain runs every visible message of queue through h until the queue stays empty, moving the

@@ -22,10 +22,10 @@ import (
 // sender, a text longer than an LMS) the AlimTalk delivery ends FAILED "unreachable".
 
 // fallBack turns o's unreachable AlimTalk verdicts into SMS/LMS fallbacks: it creates the SMS
-// deliveries (the realtime lane; on the bulk lane their counts are returned, to go with the
+// deliveries (the realtime lane; on the bulk lane they are returned, to be counted with the
 // batch's completion), enqueues their send batch, and rewrites the AlimTalk verdicts. It runs
 // before o's verdicts are stored, so the notification is never complete without its fallbacks.
-func (p *Pipeline) fallBack(ctx context.Context, n *notify.Notification, sm sendMsg, o *outcome, items []sendItem) (map[notify.Channel]notify.ChannelStats, error) {
+func (p *Pipeline) fallBack(ctx context.Context, n *notify.Notification, sm sendMsg, o *outcome, items []sendItem) ([]notify.Delivery, error) {
 	if sm.Provider != notify.ProviderAlimTalk {
 		return nil, nil
 	}
@@ -76,12 +76,11 @@ func (p *Pipeline) fallBack(ctx context.Context, n *notify.Notification, sm send
 	}
 
 	// The text message keeps Herald's rules for SMS: the user's preference, suppressed numbers.
-	var users, keys []string
+	var users []string
 	for _, f := range fbs {
 		if f.item.UserID != "" {
 			users = append(users, f.item.UserID)
 		}
-		keys = append(keys, notify.AddressKey(notify.ChannelSMS, f.item.Address))
 	}
 	var prefs map[string]notify.Preferences
 	if len(users) > 0 {
@@ -90,26 +89,23 @@ func (p *Pipeline) fallBack(ctx context.Context, n *notify.Notification, sm send
 			return nil, fmt.Errorf("fallback preferences: %w", err)
 		}
 	}
-	sup, err := p.store.Suppressed(ctx, keys)
-	if err != nil {
-		return nil, fmt.Errorf("fallback suppressions: %w", err)
-	}
 	ds := make([]notify.Delivery, len(fbs))
-	for i := range fbs {
-		f := &fbs[i]
+	addresses := make(map[string]string, len(fbs))
+	for i, f := range fbs {
 		if f.item.UserID != "" {
 			if ok, reason := prefs[f.item.UserID].Allows(notify.ChannelSMS, n.Category); !ok {
 				f.d.Status, f.d.Reason = notify.DeliverySkipped, reason
 			}
 		}
-		if s, ok := sup[notify.AddressKey(notify.ChannelSMS, f.item.Address)]; ok && f.d.Status == notify.DeliveryPending {
-			f.d.Status, f.d.Reason, f.d.Detail = notify.DeliverySkipped, notify.ReasonSuppressed, f.d.Detail+"; "+s.Reason
-		}
 		ds[i] = f.d
+		addresses[f.d.ID] = f.item.Address
+	}
+	if err := p.skipSuppressed(ctx, ds, func(id string) string { return addresses[id] }); err != nil {
+		return nil, fmt.Errorf("fallback suppressions: %w", err)
 	}
 
 	var pending map[string]bool
-	var extra map[notify.Channel]notify.ChannelStats
+	var counted []notify.Delivery
 	if sm.BatchID == "" {
 		ids, err := p.store.CreateDeliveries(ctx, n.ID, notify.NoChunk, ds)
 		if err != nil {
@@ -122,10 +118,9 @@ func (p *Pipeline) fallBack(ctx context.Context, n *notify.Notification, sm send
 	} else {
 		// The bulk lane keeps no delivery records: the fallbacks are counted with the AlimTalk
 		// batch's completion, and their batch, named after it, is claimed once.
-		extra = map[notify.Channel]notify.ChannelStats{}
+		counted = ds
 		pending = map[string]bool{}
 		for _, d := range ds {
-			notify.CountDelivery(extra, d.Channel, d.Status, d.Reason, true)
 			if d.Status == notify.DeliveryPending {
 				pending[d.ID] = true
 			}
@@ -156,7 +151,7 @@ func (p *Pipeline) fallBack(ctx context.Context, n *notify.Notification, sm send
 		o.reasons[notify.ReasonUnreachable]--
 		o.fellBack++
 	}
-	return extra, nil
+	return counted, nil
 }
 
 // wantsFallback reports whether a recipient in locale that KakaoTalk cannot reach gets the text

@@ -3,9 +3,6 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,8 +10,6 @@ import (
 
 	"herald/internal/notify"
 	"herald/internal/pipeline"
-	"herald/internal/seal"
-	"herald/internal/sqlite"
 )
 
 // fakeText is a phone provider: AlimTalk answers EUNREACHABLE for numbers ending 0001; both
@@ -47,37 +42,11 @@ func (f *fakeText) Send(_ context.Context, msgs []notify.OutboundMessage) ([]not
 // send message sends and counts nothing twice.
 func TestBulkAlimTalkFallback(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	sdb, err := sqlite.Open(filepath.Join(dir, "store.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sdb.Close() })
-	qdb, err := sqlite.Open(filepath.Join(dir, "queue.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { qdb.Close() })
-	box, _ := seal.New(make([]byte, 32))
-	st, err := sqlite.NewStore(sdb, box)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := &stepClock{now: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
-	var qcfgs []notify.QueueConfig
-	for _, name := range []string{"prepare-bulk", "send-bulk", "record-bulk", "cleanup"} {
-		qcfgs = append(qcfgs, notify.QueueConfig{Name: name, MaxReceiveCount: 5})
-	}
-	q, err := sqlite.NewQueue(qdb, qcfgs, clock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(q.Close)
 	alim := &fakeText{prov: notify.ProviderAlimTalk, got: map[string][]string{}}
 	sms := &fakeText{prov: notify.ProviderTwilio, got: map[string][]string{}}
-	p := pipeline.New(pipeline.Deps{Store: st, Queue: q, Senders: []notify.Sender{alim, sms}, Clock: clock,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, pipeline.Config{RetryBase: time.Second, RetryMax: time.Second, AlimTalkFallback: true})
-	b := &bulkHarness{p: p, st: st, q: q, clock: clock}
+	b := newBulkHarnessWith(t, []notify.Sender{alim, sms},
+		pipeline.Config{RetryBase: time.Second, RetryMax: time.Second, AlimTalkFallback: true})
+	p, st, q, clock := b.p, b.st, b.q, b.clock
 	ctx := t.Context()
 
 	var rs []notify.Recipient

@@ -18,17 +18,7 @@ import (
 // idempotency_key_reused, not dropped in silence; a redelivery of the same request is a no-op.
 func TestIngestDeadLettersReusedKey(t *testing.T) {
 	t.Parallel()
-	db, st := openStore(t)
-	queue := notify.IngestQueue("orders")
-	q, err := sqlite.NewQueue(db, []notify.QueueConfig{{Name: queue, MaxReceiveCount: 5, DLQ: notify.DLQName(queue)},
-		{Name: notify.DLQName(queue)}}, notify.SystemClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(q.Close)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	p := pipeline.New(pipeline.Deps{Store: st, Queue: discardQueue{}, Logger: log}, pipeline.Config{})
-	ingest := p.Ingest("orders", nil)
+	st, q, queue, log, ingest := newIngestHarness(t)
 	ctx := t.Context()
 
 	first := sendRequest(t, "order-7", 1)
@@ -94,17 +84,7 @@ func TestIngestDeadLettersReusedKey(t *testing.T) {
 // data lacks a variable, with the reason naming it.
 func TestIngestRendersTemplates(t *testing.T) {
 	t.Parallel()
-	db, st := openStore(t)
-	queue := notify.IngestQueue("orders")
-	q, err := sqlite.NewQueue(db, []notify.QueueConfig{{Name: queue, MaxReceiveCount: 5, DLQ: notify.DLQName(queue)},
-		{Name: notify.DLQName(queue)}}, notify.SystemClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(q.Close)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	p := pipeline.New(pipeline.Deps{Store: st, Queue: discardQueue{}, Logger: log}, pipeline.Config{})
-	ingest := p.Ingest("orders", nil)
+	st, q, queue, log, ingest := newIngestHarness(t)
 	ctx := t.Context()
 	if _, err := st.PutTemplateVersion(ctx, &notify.Template{Service: "orders", Name: "shipped", TemplateSpec: notify.TemplateSpec{
 		Channels:  map[notify.Channel]notify.Content{notify.ChannelInbox: {Title: "Order {{order_id}}", Body: "Order {{order_id}} shipped"}},
@@ -159,4 +139,21 @@ func TestIngestRendersTemplates(t *testing.T) {
 	if !strings.Contains(reasons[0], "template.data.order_id") || !strings.Contains(reasons[1], "template.version") {
 		t.Fatalf("dead letter reasons %q, want template.data.order_id and template.version", reasons)
 	}
+}
+
+// newIngestHarness is a store, the ingest queue of service "orders" (queue) with its DLQ, and
+// the ingest handler of a pipeline on that store, logging to log.
+func newIngestHarness(t *testing.T) (st *sqlite.Store, q *sqlite.Queue, queue string, log *slog.Logger, ingest pipeline.Handler) {
+	t.Helper()
+	db, st := openStore(t)
+	queue = notify.IngestQueue("orders")
+	q, err := sqlite.NewQueue(db, []notify.QueueConfig{{Name: queue, MaxReceiveCount: 5, DLQ: notify.DLQName(queue)},
+		{Name: notify.DLQName(queue)}}, notify.SystemClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Close)
+	log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	p := pipeline.New(pipeline.Deps{Store: st, Queue: discardQueue{}, Logger: log}, pipeline.Config{})
+	return st, q, queue, log, p.Ingest("orders", nil)
 }

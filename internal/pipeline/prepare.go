@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"herald/internal/notify"
@@ -305,26 +306,8 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 	}
 
 	// Suppressed addresses are skipped, never sent.
-	var keys []string
-	for _, d := range b.ds {
-		if d.Status == notify.DeliveryPending && suppressible(d.Channel) {
-			keys = append(keys, notify.AddressKey(d.Channel, b.items[d.ID].Address))
-		}
-	}
-	if len(keys) > 0 {
-		sup, err := p.store.Suppressed(ctx, keys)
-		if err != nil {
-			return nil, nil, nil, nil, err
-		}
-		for i := range b.ds {
-			d := &b.ds[i]
-			if d.Status != notify.DeliveryPending || !suppressible(d.Channel) {
-				continue
-			}
-			if s, ok := sup[notify.AddressKey(d.Channel, b.items[d.ID].Address)]; ok {
-				d.Status, d.Reason, d.Detail = notify.DeliverySkipped, notify.ReasonSuppressed, s.Reason
-			}
-		}
+	if err := p.skipSuppressed(ctx, b.ds, func(id string) string { return b.items[id].Address }); err != nil {
+		return nil, nil, nil, nil, err
 	}
 	ttl := p.cfg.InboxTTL
 	if n.TTL > 0 {
@@ -412,6 +395,36 @@ func (b *builder) alimTalk(user, phone, locale string) {
 }
 
 // suppressible reports whether deliveries of ch are checked against suppressed addresses.
+// skipSuppressed marks SKIPPED "suppressed" the pending deliveries of ds whose address
+// (address of the delivery id: addresses travel apart from deliveries) is suppressed, with the
+// suppression's reason added to their detail.
+func (p *Pipeline) skipSuppressed(ctx context.Context, ds []notify.Delivery, address func(id string) string) error {
+	var keys []string
+	for _, d := range ds {
+		if d.Status == notify.DeliveryPending && suppressible(d.Channel) {
+			keys = append(keys, notify.AddressKey(d.Channel, address(d.ID)))
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	sup, err := p.store.Suppressed(ctx, keys)
+	if err != nil {
+		return err
+	}
+	for i := range ds {
+		d := &ds[i]
+		if d.Status != notify.DeliveryPending || !suppressible(d.Channel) {
+			continue
+		}
+		if s, ok := sup[notify.AddressKey(d.Channel, address(d.ID))]; ok {
+			d.Status, d.Reason = notify.DeliverySkipped, notify.ReasonSuppressed
+			d.Detail = strings.TrimPrefix(d.Detail+"; "+s.Reason, "; ")
+		}
+	}
+	return nil
+}
+
 func suppressible(ch notify.Channel) bool {
 	return ch == notify.ChannelEmail || ch == notify.ChannelSMS || ch == notify.ChannelAlimTalk
 }

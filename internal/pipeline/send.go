@@ -198,10 +198,8 @@ func (p *Pipeline) sendBatch(ctx context.Context, n *notify.Notification, sm sen
 	for _, u := range o.updates {
 		notify.CountDelivery(delta, ch, u.Status, u.Reason, false)
 	}
-	for k, cs := range fallbacks {
-		d := delta[k]
-		d.Total, d.Sent, d.Failed, d.Skipped = d.Total+cs.Total, d.Sent+cs.Sent, d.Failed+cs.Failed, d.Skipped+cs.Skipped
-		delta[k] = d
+	for _, d := range fallbacks {
+		notify.CountDelivery(delta, d.Channel, d.Status, d.Reason, true)
 	}
 	if _, err := p.store.CompleteBatch(ctx, n.ID, sm.BatchID, delta, p.clock.Now()); err != nil {
 		return fmt.Errorf("send %s batch %s: complete: %w", n.ID, sm.BatchID, err)
