@@ -88,18 +88,11 @@ func (s *Store) AppendAudit(ctx context.Context, e notify.AuditEntry) error {
 		if err == nil {
 			return nil
 		}
-		retry := retryableAPI(err)
-		if reasons, ok := cancelReasons(err); ok {
-			for i := range reasons {
-				switch code := reasonCode(reasons, i); {
-				case code == "ConditionalCheckFailed":
-					return nil // appended before
-				case transient(code):
-					retry = true
-				}
-			}
+		reasons, canceled := cancelReasons(err)
+		if canceled && (reasonCode(reasons, 0) == "ConditionalCheckFailed" || reasonCode(reasons, 1) == "ConditionalCheckFailed") {
+			return nil // appended before
 		}
-		if !retry || attempt+1 >= txAttempts {
+		if !worthRetry(err, reasons, canceled) || attempt+1 >= txAttempts {
 			return wrapErr("append audit "+e.ID, err)
 		}
 		if err := pause(ctx, attempt); err != nil {

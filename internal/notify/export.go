@@ -134,27 +134,52 @@ const QueueExport = "export"
 
 // The state rules every ExportStore applies, in one place.
 
-// ExportClaimable reports whether a worker may claim j at now: PENDING, or PROCESSING under a
+// exportClaimable reports whether a worker may claim j at now: PENDING, or PROCESSING under a
 // lease that ended, and not expired.
-func ExportClaimable(j *ExportJob, now time.Time) bool {
+func exportClaimable(j *ExportJob, now time.Time) bool {
 	if !j.ExpiresAt.After(now) {
 		return false
 	}
 	return j.Status == ExportPending || (j.Status == ExportProcessing && j.LeaseUntil.Before(now))
 }
 
-// ExportHeld is nil when j is PROCESSING at attempt, else ECONFLICT.
-func ExportHeld(j *ExportJob, attempt int) error {
+// ClaimExportJob claims j for a worker at now, leased until leaseUntil, and reports whether it
+// did; a job not claimable is left as it was.
+func ClaimExportJob(j *ExportJob, now, leaseUntil time.Time) bool {
+	if !exportClaimable(j, now) {
+		return false
+	}
+	j.Status, j.Attempts, j.LeaseUntil, j.UpdatedAt = ExportProcessing, j.Attempts+1, leaseUntil.UTC(), now.UTC()
+	return true
+}
+
+// exportHeld is nil when j is PROCESSING at attempt, else ECONFLICT.
+func exportHeld(j *ExportJob, attempt int) error {
 	if j.Status != ExportProcessing || j.Attempts != attempt {
 		return Errorf(ECONFLICT, "export %s is %s at attempt %d, not held at attempt %d", j.ID, j.Status, j.Attempts, attempt)
 	}
 	return nil
 }
 
-// ApplyExportResult ends j with r at at.
-func ApplyExportResult(j *ExportJob, r ExportResult, at time.Time) {
+// CheckpointExportJob records rows written so far at at and extends the lease of j, held at
+// attempt; ECONFLICT when another attempt holds it or it ended.
+func CheckpointExportJob(j *ExportJob, attempt int, rows int64, leaseUntil, at time.Time) error {
+	if err := exportHeld(j, attempt); err != nil {
+		return err
+	}
+	j.Rows, j.LeaseUntil, j.UpdatedAt = rows, leaseUntil.UTC(), at.UTC()
+	return nil
+}
+
+// FinishExportJob ends j, held at attempt, with r at at; ECONFLICT when another attempt holds
+// it or it ended.
+func FinishExportJob(j *ExportJob, attempt int, r ExportResult, at time.Time) error {
+	if err := exportHeld(j, attempt); err != nil {
+		return err
+	}
 	j.Status, j.Rows, j.Bytes, j.Object, j.Error = r.Status, r.Rows, r.Bytes, r.Object, r.Error
 	j.FinishedAt, j.UpdatedAt, j.LeaseUntil = at.UTC(), at.UTC(), time.Time{}
+	return nil
 }
 
 // CancelExportJob applies a cancel at at to j and reports whether j changed.

@@ -133,12 +133,8 @@ func (s *Store) updateExport(ctx context.Context, op, id string, fn func(j *noti
 func (s *Store) ClaimExport(ctx context.Context, id string, now, leaseUntil time.Time) (*notify.ExportJob, bool, error) {
 	claimed := false
 	j, err := s.updateExport(ctx, "claim", id, func(j *notify.ExportJob) (bool, error) {
-		if !notify.ExportClaimable(j, now) {
-			return false, nil
-		}
-		j.Status, j.Attempts, j.LeaseUntil, j.UpdatedAt = notify.ExportProcessing, j.Attempts+1, leaseUntil.UTC(), now.UTC()
-		claimed = true
-		return true, nil
+		claimed = notify.ClaimExportJob(j, now, leaseUntil)
+		return claimed, nil
 	})
 	return j, claimed, err
 }
@@ -146,11 +142,7 @@ func (s *Store) ClaimExport(ctx context.Context, id string, now, leaseUntil time
 // CheckpointExport implements notify.ExportStore.
 func (s *Store) CheckpointExport(ctx context.Context, id string, attempt int, rows int64, leaseUntil time.Time) error {
 	_, err := s.updateExport(ctx, "checkpoint", id, func(j *notify.ExportJob) (bool, error) {
-		if err := notify.ExportHeld(j, attempt); err != nil {
-			return false, err
-		}
-		j.Rows, j.LeaseUntil, j.UpdatedAt = rows, leaseUntil.UTC(), s.now().UTC()
-		return true, nil
+		return true, notify.CheckpointExportJob(j, attempt, rows, leaseUntil, s.now())
 	})
 	return err
 }
@@ -158,11 +150,7 @@ func (s *Store) CheckpointExport(ctx context.Context, id string, attempt int, ro
 // FinishExport implements notify.ExportStore.
 func (s *Store) FinishExport(ctx context.Context, id string, attempt int, r notify.ExportResult, at time.Time) error {
 	_, err := s.updateExport(ctx, "finish", id, func(j *notify.ExportJob) (bool, error) {
-		if err := notify.ExportHeld(j, attempt); err != nil {
-			return false, err
-		}
-		notify.ApplyExportResult(j, r, at)
-		return true, nil
+		return true, notify.FinishExportJob(j, attempt, r, at)
 	})
 	return err
 }

@@ -68,17 +68,17 @@ func (c *Client) Post(ctx context.Context, id string, data []byte) error {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-	switch {
-	case resp.StatusCode == http.StatusGone:
+	if resp.StatusCode == http.StatusGone {
 		return ErrGone
-	case resp.StatusCode == http.StatusForbidden:
-		return notify.Errorf(notify.EAUTH, "wsapi: post to connection: 403 %s", body)
-	case resp.StatusCode == http.StatusTooManyRequests:
-		return notify.Errorf(notify.ETHROTTLED, "wsapi: post to connection: 429")
-	case resp.StatusCode >= 300:
-		return notify.Errorf(notify.EUNAVAILABLE, "wsapi: post to connection: %d %s", resp.StatusCode, body)
 	}
-	return nil
+	if resp.StatusCode < 300 {
+		return nil
+	}
+	code := notify.CodeForStatus(resp.StatusCode)
+	if code == "" {
+		code = notify.EUNAVAILABLE // a redirect: not the management API answering
+	}
+	return notify.Errorf(code, "wsapi: post to connection: %d %s", resp.StatusCode, body)
 }
 
 // Poster is what Publisher needs of Client.

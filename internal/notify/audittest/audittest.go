@@ -10,26 +10,18 @@ import (
 	"time"
 
 	"herald/internal/notify"
+	"herald/internal/notify/suite"
 )
 
 // Run runs every case as a parallel subtest, each on a fresh log from newLog. The log must read
 // the system clock: the cases place entries relative to time.Now, which decides expiry.
 func Run(t *testing.T, newLog func(t *testing.T) notify.AuditLog) {
 	t.Helper()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, newLog(t))
-		})
-	}
+	suite.Run(t, cases, newLog)
 }
 
-func noErr(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("unexpected error: %v", err)
-	}
-}
+// noErr is the assertion every suite shares.
+var noErr = suite.NoErr
 
 // entry returns a valid entry at at, with id and action.
 func entry(id string, at time.Time, action notify.AuditAction, target string) notify.AuditEntry {
@@ -72,8 +64,8 @@ func wantIDs(t *testing.T, got []string, want ...string) {
 }
 
 var cases = []struct {
-	name string
-	run  func(t *testing.T, l notify.AuditLog)
+	Name string
+	Run  func(t *testing.T, l notify.AuditLog)
 }{
 	{"AppendThenListRoundTrips", func(t *testing.T, l notify.AuditLog) {
 		at := time.Now().Add(-time.Minute).UTC().Truncate(time.Microsecond)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"herald/internal/notify"
+	"herald/internal/notify/suite"
 )
 
 // Store is what the suite exercises.
@@ -25,34 +26,18 @@ type Store interface {
 var t0 = time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
 
 type campaignCase struct {
-	name string
-	run  func(t *testing.T, s Store)
+	Name string
+	Run  func(t *testing.T, s Store)
 }
 
 // Run runs every case as a parallel subtest, each on a fresh store from newStore.
 func Run(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Helper()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, newStore(t))
-		})
-	}
+	suite.Run(t, cases, newStore)
 }
 
-func wantCode(t *testing.T, err error, code string) {
-	t.Helper()
-	if !notify.IsCode(err, code) {
-		t.Fatalf("err = %v (code %q), want code %q", err, notify.ErrorCode(err), code)
-	}
-}
-
-func noErr(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("unexpected error: %v", err)
-	}
-}
+// noErr and wantCode are the assertions every suite shares.
+var noErr, wantCode = suite.NoErr, suite.WantCode
 
 func newCampaign(id string, sources ...notify.Segment) *notify.Campaign {
 	if len(sources) == 0 {

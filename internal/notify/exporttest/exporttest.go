@@ -7,33 +7,18 @@ import (
 	"time"
 
 	"herald/internal/notify"
+	"herald/internal/notify/suite"
 )
 
 // Run runs every case as a parallel subtest, each on a fresh store from newStore. The store must
 // read the system clock: expiry is decided against time.Now.
 func Run(t *testing.T, newStore func(t *testing.T) notify.ExportStore) {
 	t.Helper()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, newStore(t))
-		})
-	}
+	suite.Run(t, cases, newStore)
 }
 
-func noErr(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("unexpected error: %v", err)
-	}
-}
-
-func wantCode(t *testing.T, err error, code string) {
-	t.Helper()
-	if notify.ErrorCode(err) != code {
-		t.Fatalf("error %v, want code %s", err, code)
-	}
-}
+// noErr and wantCode are the assertions every suite shares.
+var noErr, wantCode = suite.NoErr, suite.WantCode
 
 func job(id string, created time.Time) notify.ExportJob {
 	return notify.ExportJob{ID: id, Service: "ops", Kind: notify.ExportDeliveries, Format: notify.ExportCSV,
@@ -41,8 +26,8 @@ func job(id string, created time.Time) notify.ExportJob {
 }
 
 var cases = []struct {
-	name string
-	run  func(t *testing.T, s notify.ExportStore)
+	Name string
+	Run  func(t *testing.T, s notify.ExportStore)
 }{
 	{"create is idempotent and starts PENDING", func(t *testing.T, s notify.ExportStore) {
 		now := time.Now().UTC().Truncate(time.Millisecond)

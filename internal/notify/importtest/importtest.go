@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"herald/internal/notify"
+	"herald/internal/notify/suite"
 )
 
 // t0 is the suite's "now".
@@ -17,27 +18,11 @@ var t0 = time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
 // Run runs every case as a parallel subtest, each on a fresh store from newStore.
 func Run(t *testing.T, newStore func(t *testing.T) notify.ImportStore) {
 	t.Helper()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, newStore(t))
-		})
-	}
+	suite.Run(t, cases, newStore)
 }
 
-func wantCode(t *testing.T, err error, code string) {
-	t.Helper()
-	if !notify.IsCode(err, code) {
-		t.Fatalf("err = %v (code %q), want code %q", err, notify.ErrorCode(err), code)
-	}
-}
-
-func noErr(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("unexpected error: %v", err)
-	}
-}
+// noErr and wantCode are the assertions every suite shares.
+var noErr, wantCode = suite.NoErr, suite.WantCode
 
 const (
 	obj  = "herald-lists/lists/demo/vip.csv"
@@ -46,8 +31,8 @@ const (
 )
 
 var cases = []struct {
-	name string
-	run  func(t *testing.T, s notify.ImportStore)
+	Name string
+	Run  func(t *testing.T, s notify.ImportStore)
 }{
 	{"ClaimCreatesTheMarker", func(t *testing.T, s notify.ImportStore) {
 		m, err := s.ClaimImport(t.Context(), obj, ver, list, "a", t0, t0.Add(time.Minute))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"herald/internal/notify"
+	"herald/internal/notify/suite"
 )
 
 // t0 is the suite's "now"; tests move relative to it instead of reading the wall clock, so no
@@ -22,8 +23,8 @@ var t0 = time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
 const manyUsers = 1200
 
 type storeCase struct {
-	name string
-	run  func(t *testing.T, s notify.Store)
+	Name string
+	Run  func(t *testing.T, s notify.Store)
 }
 
 // Run runs every case as a parallel subtest, each on a fresh store from newStore.
@@ -38,29 +39,13 @@ func Run(t *testing.T, newStore func(t *testing.T) notify.Store) {
 	cases = append(cases, reservedCases...)
 	cases = append(cases, templateCases...)
 	cases = append(cases, listingCases...)
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, newStore(t))
-		})
-	}
+	suite.Run(t, cases, newStore)
 }
+
+// noErr and wantCode are the assertions every suite shares.
+var noErr, wantCode = suite.NoErr, suite.WantCode
 
 // ---- helpers shared by every group ----
-
-func wantCode(t *testing.T, err error, code string) {
-	t.Helper()
-	if !notify.IsCode(err, code) {
-		t.Fatalf("err = %v (code %q), want code %q", err, notify.ErrorCode(err), code)
-	}
-}
-
-func noErr(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("unexpected error: %v", err)
-	}
-}
 
 // sameSet compares two string lists ignoring order; duplicates count.
 func sameSet(t *testing.T, what string, got, want []string) {
