@@ -29,8 +29,8 @@ var campaignStates = []notify.CampaignState{notify.CampaignScheduled, notify.Cam
 // campaign listing whole (CampaignStore.ListCampaigns: one listing partition on DynamoDB, one
 // table locally): campaigns are few, a handful a day.
 func (s *server) listCampaigns(w http.ResponseWriter, r *http.Request) error {
-	if !s.isAdmin(r) {
-		return notify.Errorf(notify.EFORBIDDEN, "the operator routes need a service listed as admin in herald.yaml")
+	if err := s.operatorOnly(r); err != nil {
+		return err
 	}
 	lister, ok := s.store.(notify.CampaignStore)
 	if !ok {

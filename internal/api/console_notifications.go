@@ -24,8 +24,8 @@ type notificationList struct {
 // one store page per call (on DynamoDB a bounded scan: a page may hold fewer than limit, even
 // none, with a next_cursor). A cursor serves only the filter it was made for.
 func (s *server) listNotifications(w http.ResponseWriter, r *http.Request) error {
-	if !s.isAdmin(r) {
-		return notify.Errorf(notify.EFORBIDDEN, "the operator routes need a service listed as admin in herald.yaml")
+	if err := s.operatorOnly(r); err != nil {
+		return err
 	}
 	lister, ok := s.store.(notify.NotificationLister)
 	if !ok {
