@@ -45,10 +45,8 @@ func (s *server) listNotifications(w http.ResponseWriter, r *http.Request) error
 	if f.Category != "" && f.Category != notify.CategoryTransactional && f.Category != notify.CategoryMarketing {
 		return notify.FieldError("category", "unknown category %q (want transactional or marketing)", f.Category)
 	}
-	for _, p := range []struct{ name, v string }{{"service", f.Service}, {"idempotency_key", f.IdempotencyKey}} {
-		if p.v != "" && (len(p.v) > 256 || !printable.MatchString(p.v)) {
-			return notify.FieldError(p.name, "must be 1–256 printable ASCII characters without spaces")
-		}
+	if err := checkFilterParams(filterParam{"service", f.Service}, filterParam{"idempotency_key", f.IdempotencyKey}); err != nil {
+		return err
 	}
 	var err error
 	if f.From, err = queryTime(r, "from"); err != nil {

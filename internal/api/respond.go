@@ -146,6 +146,20 @@ func checkPathParam(name, v string) error {
 	return nil
 }
 
+// filterParam is one optional query filter value and the field it came from.
+type filterParam struct{ name, v string }
+
+// checkFilterParams checks optional filter values: each set one is 1–256 printable ASCII
+// characters without spaces.
+func checkFilterParams(ps ...filterParam) error {
+	for _, p := range ps {
+		if p.v != "" && (len(p.v) > 256 || !printable.MatchString(p.v)) {
+			return notify.FieldError(p.name, "must be 1–256 printable ASCII characters without spaces")
+		}
+	}
+	return nil
+}
+
 // queryLimit parses ?limit=, default def, between 1 and max.
 func queryLimit(r *http.Request, def, max int) (int, error) {
 	s := r.URL.Query().Get("limit")
