@@ -87,11 +87,7 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if f.Action != "" && !f.Action.Known() {
-		names := make([]string, len(notify.AuditActions))
-		for i, a := range notify.AuditActions {
-			names[i] = string(a)
-		}
-		return notify.FieldError("action", "unknown action %q; one of %s", f.Action, strings.Join(names, ", "))
+		return notify.FieldError("action", "unknown action %q; one of %s", f.Action, oneOf(notify.AuditActions))
 	}
 	var err error
 	if f.From, err = queryTime(r, "from"); err != nil {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 
 	"herald/internal/notify"
 )
@@ -36,11 +35,7 @@ func (s *server) listNotifications(w http.ResponseWriter, r *http.Request) error
 	f := notify.NotificationFilter{Status: notify.NotificationStatus(q.Get("status")), Service: q.Get("service"),
 		Category: notify.Category(q.Get("category")), IdempotencyKey: q.Get("idempotency_key")}
 	if f.Status != "" && !slices.Contains(listableStatuses, f.Status) {
-		names := make([]string, len(listableStatuses))
-		for i, st := range listableStatuses {
-			names[i] = string(st)
-		}
-		return notify.FieldError("status", "unknown status %q; one of %s", f.Status, strings.Join(names, ", "))
+		return notify.FieldError("status", "unknown status %q; one of %s", f.Status, oneOf(listableStatuses))
 	}
 	if f.Category != "" && f.Category != notify.CategoryTransactional && f.Category != notify.CategoryMarketing {
 		return notify.FieldError("category", "unknown category %q (want transactional or marketing)", f.Category)

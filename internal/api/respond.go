@@ -160,6 +160,15 @@ func checkFilterParams(ps ...filterParam) error {
 	return nil
 }
 
+// oneOf lists the allowed values of an enumerated field for its error message.
+func oneOf[T ~string](vs []T) string {
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = string(v)
+	}
+	return strings.Join(names, ", ")
+}
+
 // queryLimit parses ?limit=, default def, between 1 and max.
 func queryLimit(r *http.Request, def, max int) (int, error) {
 	s := r.URL.Query().Get("limit")
