@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -80,14 +79,9 @@ A campaign then targets it with {"kind": "user_list", "list_id": LIST}.`)
 	if err != nil {
 		return fmt.Errorf("POST %s: %w (is Herald running there? --api or HERALD_API names the server)", u, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("POST %s: %s: %s", u, resp.Status, strings.TrimSpace(string(b)))
-	}
 	var res audienceUploadResult
-	if err := json.Unmarshal(b, &res); err != nil {
-		return fmt.Errorf("POST %s: %w", u, err)
+	if err := answer(http.MethodPost, u, resp, &res); err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "%s: %d appended from %d lines (%d duplicates, %d rejected) in %s; the list has %d members\n",
 		res.ListID, res.Appended, res.Lines, res.Duplicates, res.RejectedTotal, time.Since(start).Round(time.Millisecond), res.Members)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -11,33 +10,13 @@ import (
 	"testing"
 
 	heraldapi "herald/internal/api"
-	"herald/internal/notify"
-	"herald/internal/seal"
-	"herald/internal/sqlite"
 )
 
 // TestAudienceUpload runs `herald audience upload` and `show` against the API on a SQLite store.
 func TestAudienceUpload(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	db, err := sqlite.Open(filepath.Join(dir, "herald.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	box, err := seal.New(bytes.Repeat([]byte{1}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := sqlite.NewStore(db, box)
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue, err := sqlite.NewQueue(db, nil, notify.SystemClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(queue.Close)
+	_, store, queue := openSQLite(t)
 	srv := httptest.NewServer(heraldapi.New(heraldapi.Options{Store: store, Queue: queue, Keys: map[string]string{"k": "demo"}}))
 	t.Cleanup(srv.Close)
 

@@ -1,39 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	heraldapi "herald/internal/api"
 	"herald/internal/notify"
-	"herald/internal/seal"
-	"herald/internal/sqlite"
 )
 
 // TestAudit runs `herald audit` against the API on SQLite holding a few entries.
 func TestAudit(t *testing.T) {
 	t.Parallel()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "herald.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	box, _ := seal.New(bytes.Repeat([]byte{1}, 32))
-	store, err := sqlite.NewStore(db, box)
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue, err := sqlite.NewQueue(db, []notify.QueueConfig{{Name: "ingest-demo"}}, notify.SystemClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(queue.Close)
+	_, store, queue := openSQLite(t, notify.QueueConfig{Name: "ingest-demo"})
 	now := time.Now()
 	add := func(i int, ago time.Duration, actor string, action notify.AuditAction, tt, id, result string) {
 		t.Helper()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -115,11 +114,6 @@ func sigv4Caller(ctx context.Context) (func(method, u string, out any) error, er
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", method, u, err)
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if resp.StatusCode >= 300 {
-			return fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, strings.TrimSpace(string(b)))
-		}
-		return json.Unmarshal(b, out)
+		return answer(method, u, resp, out)
 	}, nil
 }

@@ -1,18 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	heraldapi "herald/internal/api"
 	"herald/internal/notify"
-	"herald/internal/seal"
 	"herald/internal/sqlite"
 )
 
@@ -20,21 +17,7 @@ import (
 // whose schedules were lost: it pages to the end, counts them, and they fire again.
 func TestSchedulesRearm(t *testing.T) {
 	t.Parallel()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "herald.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	box, _ := seal.New(bytes.Repeat([]byte{1}, 32))
-	store, err := sqlite.NewStore(db, box)
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue, err := sqlite.NewQueue(db, []notify.QueueConfig{{Name: "ingest-demo"}}, notify.SystemClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(queue.Close)
+	db, store, queue := openSQLite(t, notify.QueueConfig{Name: "ingest-demo"})
 	sched, err := sqlite.NewScheduler(db)
 	if err != nil {
 		t.Fatal(err)

@@ -104,13 +104,21 @@ func call(method, u, key string, body []byte, out any) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w (is Herald running there? --api or HERALD_API names the server)", method, u, err)
 	}
+	return answer(method, u, resp, out)
+}
+
+// answer reads an API answer and closes it: a 2xx JSON body is decoded into out, a 4xx/5xx
+// becomes an error carrying the API's message.
+func answer(method, u string, resp *http.Response, out any) error {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if resp.StatusCode >= 300 {
 		return fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, strings.TrimSpace(string(b)))
 	}
 	if out != nil && len(b) > 0 {
-		return json.Unmarshal(b, out)
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s %s: %w", method, u, err)
+		}
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -9,9 +8,6 @@ import (
 	"testing"
 
 	heraldapi "herald/internal/api"
-	"herald/internal/notify"
-	"herald/internal/seal"
-	"herald/internal/sqlite"
 )
 
 // TestTemplateCommands runs `herald template put`, `show` and `preview` against the API on a
@@ -19,24 +15,7 @@ import (
 func TestTemplateCommands(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	db, err := sqlite.Open(filepath.Join(dir, "herald.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	box, err := seal.New(bytes.Repeat([]byte{1}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := sqlite.NewStore(db, box)
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue, err := sqlite.NewQueue(db, nil, notify.SystemClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(queue.Close)
+	_, store, queue := openSQLite(t)
 	srv := httptest.NewServer(heraldapi.New(heraldapi.Options{Store: store, Queue: queue, Keys: map[string]string{"k": "demo"}}))
 	t.Cleanup(srv.Close)
 	api := []string{"--api", srv.URL, "--key", "k"}

@@ -83,17 +83,11 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := notify.AuditFilter{Actor: q.Get("actor"), Action: notify.AuditAction(q.Get("action")),
 		TargetType: q.Get("target_type"), TargetID: q.Get("target_id")}
-	for _, p := range []struct{ name, v string }{{"actor", f.Actor}, {"target_type", f.TargetType}, {"target_id", f.TargetID}} {
-		if p.v != "" && (len(p.v) > 256 || !printable.MatchString(p.v)) {
-			return notify.FieldError(p.name, "must be 1–256 printable ASCII characters without spaces")
-		}
+	if err := checkFilterParams(filterParam{"actor", f.Actor}, filterParam{"target_type", f.TargetType}, filterParam{"target_id", f.TargetID}); err != nil {
+		return err
 	}
 	if f.Action != "" && !f.Action.Known() {
-		names := make([]string, len(notify.AuditActions))
-		for i, a := range notify.AuditActions {
-			names[i] = string(a)
-		}
-		return notify.FieldError("action", "unknown action %q; one of %s", f.Action, strings.Join(names, ", "))
+		return notify.FieldError("action", "unknown action %q; one of %s", f.Action, oneOf(notify.AuditActions))
 	}
 	var err error
 	if f.From, err = queryTime(r, "from"); err != nil {

@@ -83,6 +83,14 @@ func (s *server) isAdmin(r *http.Request) bool {
 	return i.operator || s.admins[i.service]
 }
 
+// operatorOnly refuses a caller that may not use the operator routes (see isAdmin).
+func (s *server) operatorOnly(r *http.Request) error {
+	if !s.isAdmin(r) {
+		return notify.Errorf(notify.EFORBIDDEN, "the operator routes need a service listed as admin in herald.yaml")
+	}
+	return nil
+}
+
 // operatorPrincipal checks an operator Principal: only through the console's API prefix, only on
 // the operator routes.
 func operatorPrincipal(r *http.Request, rt route) error {
@@ -103,15 +111,15 @@ func (s *server) operatorView(r *http.Request) bool {
 // service: the same answers as the service routes, which only show the caller's own.
 
 func (s *server) adminGetNotification(w http.ResponseWriter, r *http.Request) error {
-	if !s.isAdmin(r) {
-		return notify.Errorf(notify.EFORBIDDEN, "the operator routes need a service listed as admin in herald.yaml")
+	if err := s.operatorOnly(r); err != nil {
+		return err
 	}
 	return s.getNotification(w, r)
 }
 
 func (s *server) adminGetCampaign(w http.ResponseWriter, r *http.Request) error {
-	if !s.isAdmin(r) {
-		return notify.Errorf(notify.EFORBIDDEN, "the operator routes need a service listed as admin in herald.yaml")
+	if err := s.operatorOnly(r); err != nil {
+		return err
 	}
 	return s.getCampaign(w, r)
 }

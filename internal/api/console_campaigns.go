@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"herald/internal/notify"
@@ -29,8 +28,8 @@ var campaignStates = []notify.CampaignState{notify.CampaignScheduled, notify.Cam
 // campaign listing whole (CampaignStore.ListCampaigns: one listing partition on DynamoDB, one
 // table locally): campaigns are few, a handful a day.
 func (s *server) listCampaigns(w http.ResponseWriter, r *http.Request) error {
-	if !s.isAdmin(r) {
-		return notify.Errorf(notify.EFORBIDDEN, "the operator routes need a service listed as admin in herald.yaml")
+	if err := s.operatorOnly(r); err != nil {
+		return err
 	}
 	lister, ok := s.store.(notify.CampaignStore)
 	if !ok {
@@ -40,11 +39,7 @@ func (s *server) listCampaigns(w http.ResponseWriter, r *http.Request) error {
 	var states []notify.CampaignState
 	for _, st := range r.URL.Query()["state"] {
 		if !slices.Contains(campaignStates, notify.CampaignState(st)) {
-			names := make([]string, len(campaignStates))
-			for i, c := range campaignStates {
-				names[i] = string(c)
-			}
-			return notify.FieldError("state", "unknown state %q; one of %s", st, strings.Join(names, ", "))
+			return notify.FieldError("state", "unknown state %q; one of %s", st, oneOf(campaignStates))
 		}
 		states = append(states, notify.CampaignState(st))
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 
 	"herald/internal/notify"
 )
@@ -24,8 +23,8 @@ type notificationList struct {
 // one store page per call (on DynamoDB a bounded scan: a page may hold fewer than limit, even
 // none, with a next_cursor). A cursor serves only the filter it was made for.
 func (s *server) listNotifications(w http.ResponseWriter, r *http.Request) error {
-	if !s.isAdmin(r) {
-		return notify.Errorf(notify.EFORBIDDEN, "the operator routes need a service listed as admin in herald.yaml")
+	if err := s.operatorOnly(r); err != nil {
+		return err
 	}
 	lister, ok := s.store.(notify.NotificationLister)
 	if !ok {
@@ -36,19 +35,13 @@ func (s *server) listNotifications(w http.ResponseWriter, r *http.Request) error
 	f := notify.NotificationFilter{Status: notify.NotificationStatus(q.Get("status")), Service: q.Get("service"),
 		Category: notify.Category(q.Get("category")), IdempotencyKey: q.Get("idempotency_key")}
 	if f.Status != "" && !slices.Contains(listableStatuses, f.Status) {
-		names := make([]string, len(listableStatuses))
-		for i, st := range listableStatuses {
-			names[i] = string(st)
-		}
-		return notify.FieldError("status", "unknown status %q; one of %s", f.Status, strings.Join(names, ", "))
+		return notify.FieldError("status", "unknown status %q; one of %s", f.Status, oneOf(listableStatuses))
 	}
 	if f.Category != "" && f.Category != notify.CategoryTransactional && f.Category != notify.CategoryMarketing {
 		return notify.FieldError("category", "unknown category %q (want transactional or marketing)", f.Category)
 	}
-	for _, p := range []struct{ name, v string }{{"service", f.Service}, {"idempotency_key", f.IdempotencyKey}} {
-		if p.v != "" && (len(p.v) > 256 || !printable.MatchString(p.v)) {
-			return notify.FieldError(p.name, "must be 1–256 printable ASCII characters without spaces")
-		}
+	if err := checkFilterParams(filterParam{"service", f.Service}, filterParam{"idempotency_key", f.IdempotencyKey}); err != nil {
+		return err
 	}
 	var err error
 	if f.From, err = queryTime(r, "from"); err != nil {

@@ -27,8 +27,8 @@ type reservedPage struct {
 // them (the same listings; on DynamoDB a bounded scan, so a page may hold fewer than limit, even
 // none, with a next_cursor). Entries come in the store's order; the console sorts what it shows.
 func (s *server) listReserved(w http.ResponseWriter, r *http.Request) error {
-	if !s.isAdmin(r) {
-		return notify.Errorf(notify.EFORBIDDEN, "the operator routes need a service listed as admin in herald.yaml")
+	if err := s.operatorOnly(r); err != nil {
+		return err
 	}
 	limit, phase, inner, err := s.reservedPage(r, "reserved")
 	if err != nil {
@@ -68,8 +68,7 @@ func (s *server) listReserved(w http.ResponseWriter, r *http.Request) error {
 // adminAction serves a service route's action on any service's notification or campaign for an
 // admin; a refused one is audited like those that run (which audit themselves).
 func (s *server) adminAction(w http.ResponseWriter, r *http.Request, action notify.AuditAction, target string, serve func(http.ResponseWriter, *http.Request) error) error {
-	if !s.isAdmin(r) {
-		var err error = notify.Errorf(notify.EFORBIDDEN, "the operator routes need a service listed as admin in herald.yaml")
+	if err := s.operatorOnly(r); err != nil {
 		s.audit(w, r, action, target, r.PathValue("id"), nil, &err)
 		return err
 	}

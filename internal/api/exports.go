@@ -98,11 +98,9 @@ func (q *exportRequest) validate() (notify.ExportFilter, error) {
 		// entries are sanitized when appended.
 		return f, notify.FieldError("unmasked", "no export can hold raw addresses: deliveries are stored with masked addresses only")
 	}
-	for _, p := range []struct{ name, v string }{{"notification_id", q.NotificationID}, {"campaign_id", q.CampaignID},
-		{"status", q.Status}, {"channel", q.Channel}, {"reason", q.Reason}, {"action", q.Action}} {
-		if p.v != "" && (len(p.v) > 256 || !printable.MatchString(p.v)) {
-			return f, notify.FieldError(p.name, "must be 1–256 printable ASCII characters without spaces")
-		}
+	if err := checkFilterParams(filterParam{"notification_id", q.NotificationID}, filterParam{"campaign_id", q.CampaignID},
+		filterParam{"status", q.Status}, filterParam{"channel", q.Channel}, filterParam{"reason", q.Reason}, filterParam{"action", q.Action}); err != nil {
+		return f, err
 	}
 	if q.From != nil && q.To != nil && !q.From.Before(*q.To) {
 		return f, notify.FieldError("to", "must be after from")

@@ -146,6 +146,29 @@ func checkPathParam(name, v string) error {
 	return nil
 }
 
+// filterParam is one optional query filter value and the field it came from.
+type filterParam struct{ name, v string }
+
+// checkFilterParams checks optional filter values: each set one is 1–256 printable ASCII
+// characters without spaces.
+func checkFilterParams(ps ...filterParam) error {
+	for _, p := range ps {
+		if p.v != "" && (len(p.v) > 256 || !printable.MatchString(p.v)) {
+			return notify.FieldError(p.name, "must be 1–256 printable ASCII characters without spaces")
+		}
+	}
+	return nil
+}
+
+// oneOf lists the allowed values of an enumerated field for its error message.
+func oneOf[T ~string](vs []T) string {
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = string(v)
+	}
+	return strings.Join(names, ", ")
+}
+
 // queryLimit parses ?limit=, default def, between 1 and max.
 func queryLimit(r *http.Request, def, max int) (int, error) {
 	s := r.URL.Query().Get("limit")

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,18 +22,8 @@ import (
 // keeps a screenshot of each page in HERALD_SCREENSHOTS (default: the test's temporary
 // directory).
 func TestConsoleInBrowser(t *testing.T) {
-	browser := os.Getenv("HERALD_CHROMIUM")
-	if browser == "" {
-		t.Skip("HERALD_CHROMIUM is not set: `make browser` installs chromium (apt-get install -y chromium, as root) and `make test` sets it")
-	}
-	shots := os.Getenv("HERALD_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
-	if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	e := setup(t)
+	_, run, shot := browserTab(t, 1400, 900, "")
 	ctx := context.Background()
 	base := e.rt.URL + "/console"
 
@@ -48,29 +36,6 @@ func TestConsoleInBrowser(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("GET %s without a key = %d, want 401", path, resp.StatusCode)
-		}
-	}
-
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
-		chromedp.WindowSize(1400, 900))
-	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelA()
-	bctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	bctx, cancelT := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancelT()
-	run := func(what string, actions ...chromedp.Action) {
-		t.Helper()
-		if err := chromedp.Run(bctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	shot := func(name string) {
-		t.Helper()
-		var png []byte
-		run("screenshot "+name, chromedp.FullScreenshot(&png, 100))
-		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
-			t.Fatal(err)
 		}
 	}
 
@@ -202,7 +167,6 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the campaign page at 100 %% shows %q", text)
 	}
 	shot("campaign")
-	t.Logf("screenshots in %s", shots)
 }
 
 func mustPeek(t *testing.T, e *env, queue string) []notify.Message {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -61,42 +59,10 @@ func TestWebAppServed(t *testing.T) {
 // Like TestConsoleInBrowser it runs when HERALD_CHROMIUM names the browser and keeps screenshots
 // in HERALD_SCREENSHOTS.
 func TestWebAppInBrowser(t *testing.T) {
-	chromium := os.Getenv("HERALD_CHROMIUM")
-	if chromium == "" {
-		t.Skip("HERALD_CHROMIUM is not set: `make browser` installs chromium (apt-get install -y chromium, as root) and `make test` sets it")
-	}
-	shots := os.Getenv("HERALD_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
-	if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	e := setup(t)
+	bctx, run, shot := browserTab(t, 1100, 800, "webapp-")
 	page := e.rt.URL + "/sandbox/web/"
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
-		chromedp.WindowSize(1100, 800))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	bctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	bctx, cancelT := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancelT()
-	run := func(what string, actions ...chromedp.Action) {
-		t.Helper()
-		if err := chromedp.Run(bctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	shot := func(name string) {
-		t.Helper()
-		var png []byte
-		run("screenshot "+name, chromedp.FullScreenshot(&png, 100))
-		if err := os.WriteFile(filepath.Join(shots, "webapp-"+name+".png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	var mu sync.Mutex
 	var registration serviceworker.RegistrationID
 	chromedp.ListenTarget(bctx, func(ev any) {
@@ -208,5 +174,4 @@ func TestWebAppInBrowser(t *testing.T) {
 		shown[0].Link != "https://example.com/sale" {
 		t.Fatalf("the service worker showed %+v", shown)
 	}
-	t.Logf("screenshots in %s", shots)
 }
