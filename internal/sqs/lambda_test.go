@@ -174,7 +174,7 @@ func TestGlueSettlesBatch(t *testing.T) {
 	// The poison message: a copy with its reason in the DLQ, the original deleted.
 	dead := receiveAll(t, q, "work-dlq", 1)[0]
 	wantAttrs := map[string]string{"kind": "prepare", pipeline.AttrErrorCode: notify.EINVALID,
-		pipeline.AttrErrorReason: "invalid: malformed body", pipeline.AttrSourceQueue: "work"}
+		pipeline.AttrErrorReason: "invalid: malformed body", pipeline.AttrSourceQueue: "work", pipeline.AttrReceiveCount: "1"}
 	if string(dead.Body) != poisonBody || dead.GroupID != "svc-a" || !maps.Equal(dead.Attributes, wantAttrs) {
 		t.Errorf("DLQ holds %q, group %q, attributes %v; want the poison body, svc-a, %v", dead.Body, dead.GroupID, dead.Attributes, wantAttrs)
 	}
