@@ -170,6 +170,10 @@ type Notification struct {
 	QuietHours *QuietHours        `json:"quiet_hours,omitempty"`
 	Status     NotificationStatus `json:"status"`
 	Stats      Stats              `json:"stats"`
+	// Express holds the deliveries of a notification on the express path (see Express); nil
+	// for every other notification. Not part of the API's view: its deliveries are listed with
+	// the others.
+	Express *Express `json:"-"`
 	CreatedAt  time.Time          `json:"created_at"`
 	UpdatedAt  time.Time          `json:"updated_at"`
 }

@@ -10,6 +10,7 @@ import (
 type Store interface {
 	NotificationStore
 	DeliveryStore
+	ExpressStore
 	BatchStore
 	UserStore
 	SuppressionStore

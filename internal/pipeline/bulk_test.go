@@ -97,7 +97,7 @@ func newBulkHarnessWith(t *testing.T, senders []notify.Sender, cfg pipeline.Conf
 	}
 	clock := &stepClock{now: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
 	var qcfgs []notify.QueueConfig
-	for _, name := range []string{"prepare-bulk", "send-bulk", "record-bulk", "cleanup"} {
+	for _, name := range []string{"prepare-bulk", "send-bulk", "record-bulk", "cleanup", "prepare-realtime", "send-realtime", "record-realtime"} {
 		qcfgs = append(qcfgs, notify.QueueConfig{Name: name, MaxReceiveCount: 5})
 	}
 	q, err := sqlite.NewQueue(qdb, qcfgs, clock)

@@ -78,15 +78,29 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 		n.Fingerprint = notify.RequestFingerprint(&req)
 	}
 	n.Stats.ChunksTotal = (len(n.Recipients) + p.cfg.ChunkSize - 1) / p.cfg.ChunkSize
-	stored, created, err := p.store.CreateNotification(ctx, n)
-	if err != nil {
-		return fmt.Errorf("ingest %s: %w", id, err)
+	var (
+		stored         *notify.Notification
+		created, taken bool
+		err            error
+	)
+	if p.expressable(n) {
+		if stored, created, taken, err = p.express(ctx, n); taken && (created || err != nil) {
+			return err
+		}
+	}
+	if !taken {
+		if stored, created, err = p.store.CreateNotification(ctx, n); err != nil {
+			return fmt.Errorf("ingest %s: %w", id, err)
+		}
 	}
 	if !created {
 		if err := sameRequest(stored, n); err != nil {
 			return err
 		}
 		p.log.InfoContext(ctx, "duplicate request", "notification_id", stored.ID, "service", service, "status", stored.Status)
+		if stored.Express != nil {
+			return p.recoverExpress(ctx, stored)
+		}
 	}
 	switch stored.Status {
 	case notify.StatusScheduled:

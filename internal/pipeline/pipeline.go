@@ -33,6 +33,9 @@ type Config struct {
 	// AlimTalkFallback sends the text of an AlimTalk that KakaoTalk cannot deliver as SMS/LMS,
 	// unless the send says otherwise (see fallBack).
 	AlimTalkFallback bool
+	// ExpressMaxRecipients is the most recipients a realtime notification may have to take the
+	// express path (default 4; negative turns the path off).
+	ExpressMaxRecipients int
 }
 
 func (c Config) withDefaults() Config {
@@ -56,6 +59,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.InboxTTL <= 0 {
 		c.InboxTTL = 30 * 24 * time.Hour
+	}
+	if c.ExpressMaxRecipients == 0 {
+		c.ExpressMaxRecipients = 4
 	}
 	if c.NotificationTTL <= 0 {
 		c.NotificationTTL = 2 * time.Second

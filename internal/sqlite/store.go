@@ -24,7 +24,7 @@ var _ notify.Store = (*Store)(nil)
 
 // storeSchemaVersion is the schema this code reads and writes. It lives in store_meta rather
 // than PRAGMA user_version because the Queue shares the database file and has its own schema.
-const storeSchemaVersion = 9
+const storeSchemaVersion = 10
 
 // storeMigrations[i] takes the schema from version i to i+1.
 var storeMigrations = []string{
@@ -169,6 +169,52 @@ CREATE TABLE IF NOT EXISTS send_batches (
 	templateSchema,
 	// 9: export jobs (see export.go).
 	exportSchema,
+	// 10: express notifications keep their deliveries and their few recipients in their own row
+	// (see store_express.go); NULL for every other notification.
+	addColumns + "notifications express BLOB, recipients BLOB",
+}
+
+// addColumns starts a migration that adds columns to a table unless they exist — SQLite has no
+// ADD COLUMN IF NOT EXISTS, and a migration may run again over a schema that has them (a
+// downgraded schema_version): "<addColumns><table> <column> <type>, <column> <type>…".
+const addColumns = "-- add columns: "
+
+// runMigration applies one entry of storeMigrations.
+func runMigration(ctx context.Context, tx *sql.Tx, m string) error {
+	spec, ok := strings.CutPrefix(m, addColumns)
+	if !ok {
+		_, err := tx.ExecContext(ctx, m)
+		return err
+	}
+	table, cols, _ := strings.Cut(spec, " ")
+	have := map[string]bool{}
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, table)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		have[name] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, col := range strings.Split(cols, ",") {
+		col = strings.TrimSpace(col)
+		name, _, _ := strings.Cut(col, " ")
+		if have[name] {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE `+table+` ADD COLUMN `+col); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // NewStore returns a Store on db, creating or upgrading its schema. cipher seals contacts at rest
@@ -204,7 +250,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("database schema version %d is newer than this build's %d", v, storeSchemaVersion)
 		}
 		for ; v < storeSchemaVersion; v++ {
-			if _, err := tx.ExecContext(ctx, storeMigrations[v]); err != nil {
+			if err := runMigration(ctx, tx, storeMigrations[v]); err != nil {
 				return fmt.Errorf("migrate schema to version %d: %w", v+1, err)
 			}
 		}

@@ -302,6 +302,15 @@ func (s *Store) ListDeliveries(ctx context.Context, notificationID, cursor strin
 		after = string(b)
 	}
 	limit = notify.PageLimit(limit)
+	if xs, more, ok, err := s.listExpress(ctx, notificationID, after, limit); err != nil {
+		return nil, "", fmt.Errorf("sqlite: list deliveries of %s: %w", notificationID, err)
+	} else if ok {
+		next := ""
+		if more {
+			next = base64.RawURLEncoding.EncodeToString([]byte(xs[len(xs)-1].ID))
+		}
+		return xs, next, nil
+	}
 	rows, err := s.db.R.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries
 		WHERE notification_id = ? AND id > ? ORDER BY id LIMIT ?`, notificationID, after, limit+1)
 	if err != nil {

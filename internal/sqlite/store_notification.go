@@ -30,15 +30,24 @@ func (s *Store) CreateNotification(ctx context.Context, n *notify.Notification) 
 		return nil, false, fmt.Errorf("sqlite: create notification %s: encode: %w", n.ID, err)
 	}
 
+	// An express notification is one row: its deliveries, their counts and its few recipients
+	// are columns of its own (see store_express.go).
+	var express, inline []byte
+	if c.Express != nil {
+		if express, inline, err = encodeExpress(&c); err != nil {
+			return nil, false, fmt.Errorf("sqlite: create notification %s: %w", n.ID, err)
+		}
+	}
+
 	var stored *notify.Notification
 	created := false
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
 		// No conflict target: the primary key and the partial (service, key) index both count.
 		res, err := tx.ExecContext(ctx, `INSERT INTO notifications
-			(id, service, idempotency_key, status, chunks_total, chunks_prepared, created_at, updated_at, doc)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			(id, service, idempotency_key, status, chunks_total, chunks_prepared, created_at, updated_at, doc, express, recipients)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 			c.ID, c.Service, c.IdempotencyKey, string(c.Status), c.Stats.ChunksTotal, c.Stats.ChunksPrepared,
-			nanosOf(c.CreatedAt), nanosOf(c.UpdatedAt), body)
+			nanosOf(c.CreatedAt), nanosOf(c.UpdatedAt), body, express, inline)
 		if err != nil {
 			return err
 		}
@@ -47,6 +56,10 @@ func (s *Store) CreateNotification(ctx context.Context, n *notify.Notification) 
 		} else if k == 1 {
 			created = true
 			stored = &c
+			if c.Express != nil {
+				stored = notify.ExpressView(&c)
+				return nil
+			}
 			if err := s.putRecipients(ctx, tx, c.ID, c.Recipients); err != nil {
 				return err
 			}
@@ -91,16 +104,25 @@ func (s *Store) GetRecipients(ctx context.Context, id string, offset, limit int)
 	if offset < 0 || limit < 0 {
 		return nil, notify.Errorf(notify.EINVALID, "offset and limit must not be negative")
 	}
-	var exists int
-	if err := s.db.R.QueryRowContext(ctx, `SELECT count(*) FROM notifications WHERE id = ?`, id).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("sqlite: get recipients of %s: %w", id, err)
-	}
-	if exists == 0 {
+	var inline []byte
+	err := s.db.R.QueryRowContext(ctx, `SELECT recipients FROM notifications WHERE id = ?`, id).Scan(&inline)
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sqlite: get recipients of %s: %w", id, notify.Errorf(notify.ENOTFOUND, "notification not found"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get recipients of %s: %w", id, err)
 	}
 	out := []notify.Recipient{}
 	if limit == 0 {
 		return out, nil
+	}
+	if inline != nil { // an express notification's few recipients are in its row
+		var rs []notify.Recipient
+		if err := json.Unmarshal(inline, &rs); err != nil {
+			return nil, fmt.Errorf("sqlite: get recipients of %s: decode: %w", id, err)
+		}
+		lo, hi := min(offset, len(rs)), min(offset+limit, len(rs))
+		return append(out, rs[lo:hi]...), nil
 	}
 	first, last := offset/recipientPage, (offset+limit-1)/recipientPage
 	rows, err := s.db.R.QueryContext(ctx, `SELECT page, doc FROM notification_recipients
@@ -150,13 +172,13 @@ func (s *Store) readNotification(ctx context.Context, q storeConn, where string,
 		status                string
 		chunksTotal, chunksOK int
 		createdAt, updatedAt  int64
-		stats                 []byte
+		stats, express        []byte
 	)
 	err := q.QueryRowContext(ctx, `SELECT n.doc, n.status, n.chunks_total, n.chunks_prepared, n.created_at, n.updated_at,
 			(SELECT json_group_array(json_array(s.channel, s.total, s.sent, s.failed, s.skipped))
-			 FROM notification_stats s WHERE s.notification_id = n.id)
+			 FROM notification_stats s WHERE s.notification_id = n.id), n.express
 		FROM notifications n WHERE `+where, args...).
-		Scan(&doc, &status, &chunksTotal, &chunksOK, &createdAt, &updatedAt, &stats)
+		Scan(&doc, &status, &chunksTotal, &chunksOK, &createdAt, &updatedAt, &stats, &express)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notify.Errorf(notify.ENOTFOUND, "notification not found")
 	}
@@ -192,6 +214,12 @@ func (s *Store) readNotification(ctx context.Context, q storeConn, where string,
 			n.Stats.Channels = make(map[notify.Channel]notify.ChannelStats, len(rows))
 		}
 		n.Stats.Channels[ch] = cs
+	}
+	if express != nil {
+		if n.Express, err = decodeExpress(express); err != nil {
+			return nil, err
+		}
+		n.Stats.Channels = notify.MergeCounts(n.Stats.Channels, n.Express.Counts)
 	}
 	n.Stats.SplitReasons()
 	return &n, nil

@@ -1,0 +1,161 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"herald/internal/notify"
+)
+
+// The express path (docs/design.md §3): a small realtime notification is prepared, sent and
+// recorded by the ingest invocation that accepts it, in the fewest store writes that keep the
+// guarantees —
+//
+//  1. the create that dedupes the request also claims its deliveries: ingest resolves the
+//     recipients first, so the notification is stored with its deliveries SENDING under a
+//     lease (one record);
+//  2. the inbox items, as prepare writes them;
+//  3. the verdicts and the final status, in the same record.
+//
+// Whatever needs the stage queues leaves the express path through HandOverExpress, after which
+// the notification is an ordinary one: a retryable verdict (its retry goes to the send queue
+// with its backoff, as the send stage would enqueue it) or a worker that died mid-send (the
+// redelivered ingest message finds the lease run out and hands the notification to prepare,
+// which sends what was left, with the collapse id that makes a resend replace the first copy).
+
+// expressable reports whether n may take the express path: realtime, due now, few recipients,
+// and no channel whose sends continue after the provider's answer (AlimTalk's fallback).
+func (p *Pipeline) expressable(n *notify.Notification) bool {
+	if p.cfg.ExpressMaxRecipients < 0 || lane(n) != notify.LaneRealtime || n.Status != notify.StatusAccepted ||
+		len(n.Recipients) == 0 || len(n.Recipients) > p.cfg.ExpressMaxRecipients || n.HasChannel(notify.ChannelAlimTalk) {
+		return false
+	}
+	return true
+}
+
+// express runs n through the express path. taken is false when n turned out not to fit (more
+// deliveries than a record keeps, a provider without a sender, a rate limiter that fails): the
+// caller then stores it the ordinary way. When taken, stored and created are CreateNotification's.
+func (p *Pipeline) express(ctx context.Context, n *notify.Notification) (stored *notify.Notification, created, taken bool, err error) {
+	now := p.clock.Now()
+	ds, inbox, items, _, err := p.resolve(ctx, n, n.Recipients, now)
+	if err != nil {
+		return nil, false, false, fmt.Errorf("ingest %s: resolve: %w", n.ID, err)
+	}
+	if len(ds) > notify.ExpressMaxDeliveries {
+		return nil, false, false, nil
+	}
+	var pending []string
+	for _, d := range ds {
+		if d.Status != notify.DeliveryPending {
+			continue
+		}
+		if _, ok := p.senders[items[d.ID].prov]; !ok {
+			return nil, false, false, nil
+		}
+		pending = append(pending, d.ID)
+	}
+	batches := p.batches(n, pending, items, nil)
+	// The provider's quota is taken before the claim, so the lease covers only the send.
+	if p.limiter != nil {
+		for _, sm := range batches {
+			if err := p.limiter.Wait(ctx, string(sm.Provider)+":"+sm.App, len(sm.Items)); err != nil {
+				return nil, false, false, nil
+			}
+		}
+	}
+	start := p.clock.Now()
+	lease := start.Add(p.cfg.SendLease)
+	for i := range ds {
+		if ds[i].Status == notify.DeliveryPending {
+			ds[i].Status, ds[i].Attempts, ds[i].LeaseUntil, ds[i].UpdatedAt = notify.DeliverySending, 1, lease, start
+		}
+	}
+	x := &notify.Express{Deliveries: ds, Counts: tally(ds)}
+	n.Express, n.Status = x, notify.StatusProcessing
+	n.Stats.ChunksTotal, n.Stats.ChunksPrepared = 1, 1
+	if len(pending) > 0 {
+		x.Lease = lease
+	} else {
+		n.Status = x.FinalStatus()
+	}
+	stored, created, err = p.store.CreateNotification(ctx, n)
+	if err != nil || !created {
+		return stored, created, true, err
+	}
+	if err := p.expressSend(ctx, n, inbox, batches, start); err != nil {
+		// Nothing is lost: the message comes back, finds the claim and, once its lease has run
+		// out, hands the notification to the stage queues.
+		return stored, created, true, err
+	}
+	return stored, created, true, nil
+}
+
+// expressSend writes the inbox items, sends the batches and records the verdicts.
+func (p *Pipeline) expressSend(ctx context.Context, n *notify.Notification, inbox []notify.InboxItem, batches []sendMsg, start time.Time) error {
+	if len(inbox) > 0 {
+		if err := p.store.PutInboxItems(ctx, inbox); err != nil {
+			return fmt.Errorf("ingest %s: inbox: %w", n.ID, err)
+		}
+		for _, it := range inbox {
+			p.inboxEv.Publish(ctx, it.UserID, notify.ItemEvent(it))
+		}
+	}
+	first := func(string) int { return 1 }
+	outcomes := make([]outcome, len(batches))
+	var updates []notify.DeliveryUpdate
+	retry := false
+	for i, sm := range batches {
+		outcomes[i] = p.deliver(ctx, n, sm, p.senders[sm.Provider], sm.Items, first, start)
+		updates = append(updates, outcomes[i].updates...)
+		retry = retry || len(outcomes[i].retry) > 0
+	}
+	if retry {
+		// A retry is the send stage's: the deliveries become records first, so its message
+		// finds them to claim.
+		if err := p.store.HandOverExpress(ctx, n.ID, updates, false); err != nil {
+			return fmt.Errorf("ingest %s: hand over: %w", n.ID, err)
+		}
+	} else if len(updates) > 0 {
+		if _, err := p.store.CompleteExpress(ctx, n.ID, updates); err != nil {
+			return fmt.Errorf("ingest %s: complete: %w", n.ID, err)
+		}
+	}
+	for i, sm := range batches {
+		if err := p.followUp(ctx, n, sm, outcomes[i], 1); err != nil {
+			return err
+		}
+		p.logBatch(ctx, n, sm, outcomes[i], len(sm.Items), start)
+	}
+	if retry {
+		return p.recordLater(ctx, n)
+	}
+	p.metric(ctx, "Express", 1, nil)
+	p.log.InfoContext(ctx, "notification finished", "notification_id", n.ID, "service", n.Service,
+		"express", true, "deliveries", len(n.Express.Deliveries), "duration_ms", p.clock.Now().Sub(n.CreatedAt).Milliseconds())
+	return nil
+}
+
+// recoverExpress is a redelivered ingest message's look at an express notification it (or a
+// producer's retry) already stored: nothing to do once it is final; while its lease runs, come
+// back later; after, the worker that held it died mid-send, so the stage queues take over.
+func (p *Pipeline) recoverExpress(ctx context.Context, n *notify.Notification) error {
+	if n.Status.Final() || !n.Express.Pending() {
+		return nil
+	}
+	if wait := n.Express.Lease.Sub(p.clock.Now()); wait > 0 {
+		return &notify.Error{Code: notify.EUNAVAILABLE, RetryAfter: wait + time.Second,
+			Message: fmt.Sprintf("ingest %s: its express send is in flight; looking again when its lease ends", n.ID)}
+	}
+	if err := p.store.HandOverExpress(ctx, n.ID, nil, true); err != nil {
+		return fmt.Errorf("ingest %s: hand over: %w", n.ID, err)
+	}
+	p.log.WarnContext(ctx, "express send interrupted; handed to the stage queues", "notification_id", n.ID, "service", n.Service)
+	err := p.fanOut(ctx, n)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return err
+}
