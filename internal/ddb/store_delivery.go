@@ -585,6 +585,15 @@ func (s *Store) ListDeliveries(ctx context.Context, notificationID, cursor strin
 		after = string(b)
 	}
 	limit = notify.PageLimit(limit)
+	if xs, more, ok, err := s.listExpress(ctx, notificationID, after, limit); err != nil {
+		return nil, "", wrapErr(op, err)
+	} else if ok {
+		next := ""
+		if more {
+			next = base64.RawURLEncoding.EncodeToString([]byte(xs[len(xs)-1].ID))
+		}
+		return xs, next, nil
+	}
 	perShard := make([][]string, deliveryShards)
 	err := forEach(ctx, deliveryShards, func(ctx context.Context, k int) error {
 		q := s.db.Table(s.tables.Deliveries).Get(attrDeliveryShard, deliveryShardKey(notificationID, k)).

@@ -76,6 +76,12 @@ type notificationItem struct {
 	// Shards is the set of counter shards in use, registered by the first transaction that
 	// writes to each, so a read fetches only those (one, for most notifications).
 	Shards []int `dynamo:"shards,set,omitempty"`
+	// Express is an express notification's deliveries and counts (notify.Express, compact JSON),
+	// Inline its few recipients as JSON, and ChunksPrepared its one chunk, prepared by ingest
+	// (see store_express.go); all empty for every other notification.
+	Express        string `dynamo:"x,omitempty"`
+	Inline         string `dynamo:"rcpt,omitempty"`
+	ChunksPrepared int    `dynamo:"chunks_prepared,omitempty"`
 }
 
 // recipientsItem holds up to recipientsPerChunk recipients as gzipped JSON.
@@ -117,6 +123,9 @@ func (s *Store) CreateNotification(ctx context.Context, n *notify.Notification) 
 	body, err := json.Marshal(&doc)
 	if err != nil {
 		return nil, false, wrapErr(op, fmt.Errorf("encode: %w", err))
+	}
+	if c.Express != nil {
+		return s.createExpress(ctx, &c, string(body))
 	}
 	chunks, err := encodeRecipients(c.Recipients)
 	if err != nil {
@@ -405,6 +414,14 @@ func (s *Store) readNotification(ctx context.Context, id string) (*notify.Notifi
 	n.Recipients, n.RecipientCount = nil, main.RecipientCount
 	n.Stats = sumShards(shards)
 	n.Stats.ChunksTotal = main.ChunksTotal
+	n.Stats.ChunksPrepared += main.ChunksPrepared
+	if main.Express != "" {
+		n.Express = new(notify.Express)
+		if err := json.Unmarshal([]byte(main.Express), n.Express); err != nil {
+			return nil, fmt.Errorf("decode express deliveries: %w", err)
+		}
+		n.Stats.AddCounts(n.Express.Counts)
+	}
 	return &n, nil
 }
 
@@ -427,7 +444,7 @@ func (s *Store) GetRecipients(ctx context.Context, id string, offset, limit int)
 	}
 	var main notificationItem
 	err := s.db.Table(s.tables.Notifications).Get(attrPK, notificationPK(id)).Range(attrSK, dynamo.Equal, skNotification).
-		Project("rcpt_count", "rcpt_ver", "rcpt_starts").Consistent(true).One(ctx, &main)
+		Project("rcpt_count", "rcpt_ver", "rcpt_starts", "rcpt").Consistent(true).One(ctx, &main)
 	if errors.Is(err, dynamo.ErrNotFound) {
 		return nil, wrapErr(op, notify.Errorf(notify.ENOTFOUND, "notification not found"))
 	}
@@ -435,6 +452,14 @@ func (s *Store) GetRecipients(ctx context.Context, id string, offset, limit int)
 		return nil, wrapErr(op, err)
 	}
 	out := []notify.Recipient{}
+	if main.Inline != "" { // an express notification's few recipients are in its main item
+		var rs []notify.Recipient
+		if err := json.Unmarshal([]byte(main.Inline), &rs); err != nil {
+			return nil, wrapErr(op, fmt.Errorf("decode recipients: %w", err))
+		}
+		lo, hi := min(offset, len(rs)), min(offset+limit, len(rs))
+		return append(out, rs[lo:hi]...), nil
+	}
 	end := min(offset+limit, main.RecipientCount)
 	if offset >= end || len(main.RecipientStarts) == 0 {
 		return out, nil

@@ -236,3 +236,24 @@ func (x *Express) FinalStatus() NotificationStatus {
 	st.SplitReasons()
 	return st.FinalStatus()
 }
+
+// AddCounts adds counts kept as CountDelivery keeps them (by-reason keys included) to stats
+// already split by SplitReasons.
+func (s *Stats) AddCounts(counts map[Channel]ChannelStats) {
+	o := Stats{Channels: MergeCounts(nil, counts)}
+	o.SplitReasons()
+	s.Channels = MergeCounts(s.Channels, o.Channels)
+	s.MembersPrepared += o.MembersPrepared
+	for r, k := range o.SkippedByReason {
+		if s.SkippedByReason == nil {
+			s.SkippedByReason = map[string]int{}
+		}
+		s.SkippedByReason[r] += k
+	}
+	for r, k := range o.FailedByReason {
+		if s.FailedByReason == nil {
+			s.FailedByReason = map[string]int{}
+		}
+		s.FailedByReason[r] += k
+	}
+}

@@ -33,6 +33,7 @@ func Run(t *testing.T, newStore func(t *testing.T) notify.Store) {
 	var cases []storeCase
 	cases = append(cases, notificationCases...)
 	cases = append(cases, deliveryCases...)
+	cases = append(cases, expressCases...)
 	cases = append(cases, batchCases...)
 	cases = append(cases, userCases...)
 	cases = append(cases, inboxCases...)

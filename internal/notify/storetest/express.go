@@ -1,0 +1,244 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"herald/internal/notify"
+)
+
+var expressCases = []storeCase{
+	{"Express/CreateReadList", testExpressCreateReadList},
+	{"Express/CompleteSetsFinalStatus", testExpressComplete},
+	{"Express/CompleteKeepsCanceled", testExpressCompleteKeepsCanceled},
+	{"Express/HandOverToDeliveryRecords", testExpressHandOver},
+	{"Express/HandOverToPrepareAgain", testExpressHandOverReprepare},
+	{"Express/Unknown", testExpressUnknown},
+}
+
+// newExpress is an express notification as ingest stores it: a push delivery claimed under a
+// lease and an inbox delivery written SENT, counted.
+func newExpress(service, key string) (*notify.Notification, notify.Delivery, notify.Delivery) {
+	n := newNotification(service, key)
+	n.Channels = []notify.Channel{notify.ChannelPush, notify.ChannelInbox}
+	if key != "" {
+		n.ID = notify.NotificationIDFor(service, key, t0)
+	}
+	push := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliverySending, "x", 1)[0]
+	push.Attempts, push.LeaseUntil, push.UserID = 1, t0.Add(time.Minute), "u1"
+	inbox := makeDeliveries(n.ID, notify.ChannelInbox, notify.DeliverySent, "x", 1)[0]
+	inbox.UserID = "u1"
+	counts := map[notify.Channel]notify.ChannelStats{}
+	notify.CountDelivery(counts, push.Channel, push.Status, "", true)
+	notify.CountDelivery(counts, inbox.Channel, inbox.Status, "", true)
+	n.Express = &notify.Express{Deliveries: []notify.Delivery{push, inbox}, Counts: counts, Lease: push.LeaseUntil}
+	n.Status = notify.StatusProcessing
+	n.Stats.ChunksTotal, n.Stats.ChunksPrepared = 1, 1
+	return n, push, inbox
+}
+
+func testExpressCreateReadList(t *testing.T, s notify.Store) {
+	n, push, inbox := newExpress("billing", "login-1")
+	stored := mustCreateNotification(t, s, n)
+	wantChannel(t, stored.Stats, notify.ChannelPush, notify.ChannelStats{Total: 1})
+	got, err := s.GetNotification(t.Context(), n.ID)
+	noErr(t, err)
+	if got.Express == nil || len(got.Express.Deliveries) != 2 || got.Status != notify.StatusProcessing {
+		t.Fatalf("read back: status %s, express %+v", got.Status, got.Express)
+	}
+	sameTime(t, "express lease", got.Express.Lease, push.LeaseUntil)
+	if got.Stats.ChunksTotal != 1 || got.Stats.ChunksPrepared != 1 || !got.Express.Pending() {
+		t.Fatalf("stats %+v, pending %v", got.Stats, got.Express.Pending())
+	}
+	wantChannel(t, got.Stats, notify.ChannelPush, notify.ChannelStats{Total: 1})
+	wantChannel(t, got.Stats, notify.ChannelInbox, notify.ChannelStats{Total: 1, Sent: 1})
+	rs, err := s.GetRecipients(t.Context(), n.ID, 0, 10)
+	noErr(t, err)
+	if len(rs) != 1 || rs[0].UserID != "u1" {
+		t.Fatalf("recipients %+v", rs)
+	}
+	// A second create with the same id is the first one, express and all.
+	again, _, _ := newExpress("billing", "login-1")
+	dup, created, err := s.CreateNotification(t.Context(), again)
+	noErr(t, err)
+	if created || dup.ID != n.ID || dup.Express == nil {
+		t.Fatalf("second create: created %v, id %s, express %v", created, dup.ID, dup.Express)
+	}
+	// Listed like any deliveries: in id order, paged, masked.
+	var listed []notify.Delivery
+	cursor := ""
+	for range 3 {
+		page, next, err := s.ListDeliveries(t.Context(), n.ID, cursor, 1)
+		noErr(t, err)
+		listed = append(listed, page...)
+		if cursor = next; cursor == "" {
+			break
+		}
+	}
+	if len(listed) != 2 || listed[0].ID > listed[1].ID {
+		t.Fatalf("listed %+v", listed)
+	}
+	for _, d := range listed {
+		want := push
+		if d.Channel == notify.ChannelInbox {
+			want = inbox
+		}
+		if d.ID != want.ID || d.NotificationID != n.ID || d.Status != want.Status || d.AddressMasked != want.AddressMasked ||
+			d.Address != "" || d.UserID != "u1" || d.Provider != want.Provider {
+			t.Fatalf("listed %+v, want %+v", d, want)
+		}
+	}
+}
+
+func testExpressComplete(t *testing.T, s notify.Store) {
+	n, push, _ := newExpress("billing", "k")
+	mustCreateNotification(t, s, n)
+	at := t0.Add(time.Second)
+	k, err := s.CompleteExpress(t.Context(), n.ID, []notify.DeliveryUpdate{
+		{ID: push.ID, Status: notify.DeliverySent, ProviderMessageID: "projects/p/messages/1", At: at},
+		{ID: "d_unknown", Status: notify.DeliverySent, At: at},
+	})
+	noErr(t, err)
+	if k != 1 {
+		t.Fatalf("applied %d, want 1", k)
+	}
+	got, err := s.GetNotification(t.Context(), n.ID)
+	noErr(t, err)
+	if got.Status != notify.StatusSent || got.Express.Pending() {
+		t.Fatalf("status %s, pending %v", got.Status, got.Express.Pending())
+	}
+	wantChannel(t, got.Stats, notify.ChannelPush, notify.ChannelStats{Total: 1, Sent: 1})
+	// A verdict again (a redelivery) changes nothing.
+	k, err = s.CompleteExpress(t.Context(), n.ID, []notify.DeliveryUpdate{{ID: push.ID, Status: notify.DeliveryFailed, Reason: "rejected", At: at}})
+	noErr(t, err)
+	if k != 0 {
+		t.Fatalf("a second verdict applied %d", k)
+	}
+	wantChannel(t, getStats(t, s, n.ID), notify.ChannelPush, notify.ChannelStats{Total: 1, Sent: 1})
+	ds, _, err := s.ListDeliveries(t.Context(), n.ID, "", 10)
+	noErr(t, err)
+	for _, d := range ds {
+		if d.ID == push.ID && (d.Status != notify.DeliverySent || d.ProviderMessageID != "projects/p/messages/1" || d.Attempts != 1) {
+			t.Fatalf("push after completion %+v", d)
+		}
+	}
+	// A failure is counted by reason, and decides the status.
+	m, push2, _ := newExpress("billing", "k2")
+	mustCreateNotification(t, s, m)
+	_, err = s.CompleteExpress(t.Context(), m.ID, []notify.DeliveryUpdate{{ID: push2.ID, Status: notify.DeliveryFailed, Reason: notify.ReasonUnregistered, At: at}})
+	noErr(t, err)
+	got, err = s.GetNotification(t.Context(), m.ID)
+	noErr(t, err)
+	if got.Status != notify.StatusPartiallySent || got.Stats.FailedByReason[notify.ReasonUnregistered] != 1 {
+		t.Fatalf("status %s, failed by reason %v (the inbox item was delivered, the push failed)", got.Status, got.Stats.FailedByReason)
+	}
+}
+
+func testExpressCompleteKeepsCanceled(t *testing.T, s notify.Store) {
+	n, push, _ := newExpress("billing", "")
+	mustCreateNotification(t, s, n)
+	noErr(t, s.SetNotificationStatus(t.Context(), n.ID, notify.StatusCanceled, notify.StatusProcessing))
+	_, err := s.CompleteExpress(t.Context(), n.ID, []notify.DeliveryUpdate{{ID: push.ID, Status: notify.DeliverySent, At: t0}})
+	noErr(t, err)
+	got, err := s.GetNotification(t.Context(), n.ID)
+	noErr(t, err)
+	if got.Status != notify.StatusCanceled {
+		t.Fatalf("status %s, want CANCELED kept", got.Status)
+	}
+	wantChannel(t, got.Stats, notify.ChannelPush, notify.ChannelStats{Total: 1, Sent: 1})
+}
+
+// A retry: the deliveries become records (the retried one PENDING), counted once, and the
+// ordinary claim and completion take it from there.
+func testExpressHandOver(t *testing.T, s notify.Store) {
+	n, push, inbox := newExpress("billing", "")
+	mustCreateNotification(t, s, n)
+	noErr(t, s.HandOverExpress(t.Context(), n.ID, []notify.DeliveryUpdate{
+		{ID: push.ID, Status: notify.DeliveryPending, Reason: notify.ETHROTTLED, Detail: "slow down", At: t0}}, false))
+	got, err := s.GetNotification(t.Context(), n.ID)
+	noErr(t, err)
+	if got.Express != nil || got.Stats.ChunksPrepared != 1 || got.Status != notify.StatusProcessing {
+		t.Fatalf("after hand-over: express %v, stats %+v, status %s", got.Express, got.Stats, got.Status)
+	}
+	wantChannel(t, got.Stats, notify.ChannelPush, notify.ChannelStats{Total: 1})
+	wantChannel(t, got.Stats, notify.ChannelInbox, notify.ChannelStats{Total: 1, Sent: 1})
+	ds, _, err := s.ListDeliveries(t.Context(), n.ID, "", 10)
+	noErr(t, err)
+	if len(ds) != 2 {
+		t.Fatalf("%d delivery records, want 2", len(ds))
+	}
+	for _, d := range ds {
+		switch d.ID {
+		case push.ID:
+			if d.Status != notify.DeliveryPending || d.Attempts != 1 || d.Reason != notify.ETHROTTLED || d.AddressMasked != push.AddressMasked {
+				t.Fatalf("push record %+v", d)
+			}
+		case inbox.ID:
+			if d.Status != notify.DeliverySent {
+				t.Fatalf("inbox record %+v", d)
+			}
+		default:
+			t.Fatalf("unexpected record %+v", d)
+		}
+	}
+	claimed, busy, err := s.ClaimDeliveries(t.Context(), []string{push.ID, inbox.ID}, t0.Add(time.Second), t0.Add(time.Minute))
+	noErr(t, err)
+	if len(claimed) != 1 || claimed[0].ID != push.ID || claimed[0].Attempts != 2 || len(busy) != 0 {
+		t.Fatalf("claimed %+v, busy %v", claimed, busy)
+	}
+	_, err = s.CompleteDeliveries(t.Context(), n.ID, []notify.DeliveryUpdate{{ID: push.ID, Status: notify.DeliverySent, At: t0.Add(2 * time.Second)}})
+	noErr(t, err)
+	st := getStats(t, s, n.ID)
+	wantChannel(t, st, notify.ChannelPush, notify.ChannelStats{Total: 1, Sent: 1})
+	if !st.Complete() || st.FinalStatus() != notify.StatusSent {
+		t.Fatalf("stats %+v: complete %v, final %s", st, st.Complete(), st.FinalStatus())
+	}
+	// No longer express: a second hand-over is a no-op, a completion is refused.
+	noErr(t, s.HandOverExpress(t.Context(), n.ID, nil, true))
+	wantChannel(t, getStats(t, s, n.ID), notify.ChannelPush, notify.ChannelStats{Total: 1, Sent: 1})
+	_, err = s.CompleteExpress(t.Context(), n.ID, nil)
+	wantCode(t, err, notify.EINVALID)
+}
+
+// A worker died mid-send: what it held is released, and prepare, run again over chunk 0, finds
+// it pending without counting anything twice.
+func testExpressHandOverReprepare(t *testing.T, s notify.Store) {
+	n, push, inbox := newExpress("billing", "")
+	mustCreateNotification(t, s, n)
+	noErr(t, s.HandOverExpress(t.Context(), n.ID, nil, true))
+	st := getStats(t, s, n.ID)
+	if st.ChunksPrepared != 0 || st.Complete() {
+		t.Fatalf("after a hand-over to prepare: %+v", st)
+	}
+	again := []notify.Delivery{push, inbox}
+	again[0].Status, again[0].Attempts, again[0].LeaseUntil = notify.DeliveryPending, 0, time.Time{}
+	pending, err := s.CreateDeliveries(t.Context(), n.ID, 0, again)
+	noErr(t, err)
+	sameSet(t, "pending", pending, []string{push.ID})
+	st = getStats(t, s, n.ID)
+	if st.ChunksPrepared != 1 {
+		t.Fatalf("chunks prepared %d, want 1", st.ChunksPrepared)
+	}
+	wantChannel(t, st, notify.ChannelPush, notify.ChannelStats{Total: 1})
+	wantChannel(t, st, notify.ChannelInbox, notify.ChannelStats{Total: 1, Sent: 1})
+	claimed, _, err := s.ClaimDeliveries(t.Context(), pending, t0.Add(time.Hour), t0.Add(time.Hour+time.Minute))
+	noErr(t, err)
+	if len(claimed) != 1 || claimed[0].Attempts != 2 {
+		t.Fatalf("claimed %+v: the released delivery keeps its attempt", claimed)
+	}
+}
+
+func testExpressUnknown(t *testing.T, s notify.Store) {
+	_, err := s.CompleteExpress(t.Context(), "n_unknown", nil)
+	wantCode(t, err, notify.ENOTFOUND)
+	wantCode(t, s.HandOverExpress(t.Context(), "n_unknown", nil, false), notify.ENOTFOUND)
+	ds, _, err := s.ListDeliveries(t.Context(), "n_unknown", "", 10)
+	noErr(t, err)
+	if len(ds) != 0 {
+		t.Fatalf("listed %d deliveries of an unknown notification", len(ds))
+	}
+	// An ordinary notification is not express.
+	m := mustCreateNotification(t, s, newNotification("billing", ""))
+	_, err = s.CompleteExpress(t.Context(), m.ID, nil)
+	wantCode(t, err, notify.EINVALID)
+}
