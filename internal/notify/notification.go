@@ -173,9 +173,9 @@ type Notification struct {
 	// Express holds the deliveries of a notification on the express path (see Express); nil
 	// for every other notification. Not part of the API's view: its deliveries are listed with
 	// the others.
-	Express *Express `json:"-"`
-	CreatedAt  time.Time          `json:"created_at"`
-	UpdatedAt  time.Time          `json:"updated_at"`
+	Express   *Express  `json:"-"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // EffectiveCollapseID is the id providers use to replace rather than duplicate a message: a
