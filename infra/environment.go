@@ -510,7 +510,7 @@ func secretNames(c *config.Config, function string) map[string]string {
 				out["services."+s.Name+".api_key_secret"] = s.APIKeySecret
 			}
 		}
-	case "send":
+	case "send", "ingest": // ingest sends express notifications itself
 		for _, name := range config.SortedApps(c.Providers.FCM.Apps) {
 			if s := c.Providers.FCM.Apps[name].CredentialsSecret; s != "" {
 				out["providers.fcm.apps."+name+".credentials_secret"] = s

@@ -76,11 +76,19 @@ var functionWiring = map[string]wiring{
 			return out
 		},
 	},
-	// Validates, dedupes, stores, arms schedules for send_at, fans out to prepare.
+	// Validates, dedupes, stores, arms schedules for send_at, fans out to prepare — or, for a
+	// small realtime notification, takes the express path (docs/design.md §3): resolves its
+	// recipients (users, suppressions), writes its inbox items, sends through the providers under
+	// the shared rate limiter (ratelimit, the providers' secrets and SES), and hands retries and
+	// interrupted sends to the stage queues (deliveries, send, record, cleanup).
 	"ingest": {
-		// users: a reserved campaign's fire sizes what is left of an uploaded list's audience.
-		tables: map[string]access{"notifications": readWrite, "users": read},
-		sends:  func(*herald) []string { return lanes(notify.StagePrepare) },
+		// users: also a reserved campaign's fire sizes what is left of an uploaded list's audience.
+		tables: map[string]access{"notifications": readWrite, "deliveries": readWrite, "users": read,
+			"suppressions": read, "inbox": readWrite, "ratelimit": readWrite},
+		sends: func(*herald) []string {
+			return append(append(append(lanes(notify.StagePrepare), notify.LaneQueue(notify.StageSend, notify.LaneRealtime)),
+				notify.LaneQueue(notify.StageRecord, notify.LaneRealtime)), notify.StageCleanup)
+		},
 		events: true, // large_send_started
 	},
 	// Resolves recipients, writes inbox items and deliveries, batches sends.
@@ -253,8 +261,10 @@ func (h *herald) addFunction(name string) error {
 	case alertsFunction:
 		h.alertsDLQ = h.newDLQ("AlertsDlq", "alerts-dlq") // the Slack rule's target DLQ (events.go)
 	case "ingest":
-		// Arms the schedule of a reserved send.
+		// Arms the schedule of a reserved send; sends express notifications as send does.
 		h.grantReservedSends(role, func(k string, v *string) { env[k] = v })
+		h.grantSES(role)
+		env["HERALD_RATELIMIT_TABLE"] = h.tables["ratelimit"].TableName()
 	case "send":
 		h.grantSES(role)
 		env["HERALD_RATELIMIT_TABLE"] = h.tables["ratelimit"].TableName()

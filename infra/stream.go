@@ -23,7 +23,7 @@ const (
 )
 
 // inboxPublishers are the functions that post inbox events to connections.
-var inboxPublishers = []string{"api", "prepare", "campaign", streamFunction}
+var inboxPublishers = []string{"api", "ingest", "prepare", "campaign", streamFunction}
 
 // addStreamAPI creates the WebSocket API and its stage (before the functions, whose environment
 // names them); addStreamRoutes wires the routes once the stream function exists. Without

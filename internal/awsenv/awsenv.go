@@ -86,8 +86,9 @@ type Env struct {
 	queuePrefix string
 }
 
-// SenderBuilder makes the provider senders (internal/awsenv/provider.Senders). Only the send
-// function passes one, so the other functions do not link the provider SDKs.
+// SenderBuilder makes the provider senders (internal/awsenv/provider.Senders). Only the send and
+// ingest functions (ingest sends express notifications) pass one, so the others do not link the
+// provider SDKs.
 type SenderBuilder func(ctx context.Context, sm *secretsmanager.Client, cfg *config.Config, awsCfg aws.Config) ([]notify.Sender, error)
 
 // Options choose what Load builds.

@@ -151,9 +151,10 @@ func StartAPI() error {
 }
 
 // StartIngest is the ingest function's main, returning like StartSQS: every service's ingest
-// queue, where a reserved fire for a campaign starts its execution.
-func StartIngest() error {
-	return startWithCampaigns(Options{}, func(e *Env, c *campaign.Control) {
+// queue, where a reserved fire for a campaign starts its execution. senders builds the
+// providers' senders, with which ingest sends express notifications (docs/design.md §3).
+func StartIngest(senders SenderBuilder) error {
+	return startWithCampaigns(Options{Senders: senders}, func(e *Env, c *campaign.Control) {
 		campaigns := orNil[pipeline.CampaignFirer](c)
 		lambda.Start(e.SQSHandler(func(queue string) pipeline.Handler {
 			return e.Pipeline.IngestWithCampaigns(strings.TrimPrefix(queue, "ingest-"), e.Scheduler, campaigns)

@@ -28,7 +28,7 @@ func (p *Pipeline) IngestWithCampaigns(service string, scheduler notify.Schedule
 		return p.Ingest(service, scheduler)
 	}
 	return func(ctx context.Context, msgs []notify.Message) []ItemFailure {
-		return each(ctx, msgs, func(ctx context.Context, m notify.Message) error {
+		return eachConcurrently(ctx, msgs, func(ctx context.Context, m notify.Message) error {
 			if f, ok := fireOf(m.Body); ok {
 				if err := checkFire(f); err != nil {
 					return err

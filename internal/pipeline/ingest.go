@@ -21,7 +21,7 @@ type prepareMsg struct {
 // idempotency key), persist, then schedule (future send_at) or fan out to prepare.
 func (p *Pipeline) Ingest(service string, scheduler notify.Scheduler) Handler {
 	return func(ctx context.Context, msgs []notify.Message) []ItemFailure {
-		return each(ctx, msgs, func(ctx context.Context, m notify.Message) error {
+		return eachConcurrently(ctx, msgs, func(ctx context.Context, m notify.Message) error {
 			return p.ingestOne(ctx, service, scheduler, m)
 		})
 	}

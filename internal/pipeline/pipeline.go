@@ -167,6 +167,32 @@ type ItemFailure struct {
 type Handler func(ctx context.Context, msgs []notify.Message) []ItemFailure
 
 // each runs fn for every message and collects failures, so one bad message never fails the batch.
+// eachConcurrently is each with the messages handled side by side: the ingest batch, whose
+// messages are independent notifications that, on the express path, each wait on a provider.
+// Two messages of one notification (a producer's retry) meet at the store's conditional create.
+func eachConcurrently(ctx context.Context, msgs []notify.Message, fn func(context.Context, notify.Message) error) []ItemFailure {
+	if len(msgs) < 2 {
+		return each(ctx, msgs, fn)
+	}
+	errs := make([]error, len(msgs))
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn(ctx, m)
+		}()
+	}
+	wg.Wait()
+	var out []ItemFailure
+	for i, err := range errs {
+		if err != nil {
+			out = append(out, ItemFailure{MessageID: msgs[i].ID, Err: err})
+		}
+	}
+	return out
+}
+
 func each(ctx context.Context, msgs []notify.Message, fn func(context.Context, notify.Message) error) []ItemFailure {
 	var out []ItemFailure
 	for _, m := range msgs {
