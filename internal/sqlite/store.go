@@ -24,7 +24,7 @@ var _ notify.Store = (*Store)(nil)
 
 // storeSchemaVersion is the schema this code reads and writes. It lives in store_meta rather
 // than PRAGMA user_version because the Queue shares the database file and has its own schema.
-const storeSchemaVersion = 9
+const storeSchemaVersion = 10
 
 // storeMigrations[i] takes the schema from version i to i+1.
 var storeMigrations = []string{
@@ -169,6 +169,9 @@ CREATE TABLE IF NOT EXISTS send_batches (
 	templateSchema,
 	// 9: export jobs (see export.go).
 	exportSchema,
+	// 10: suppressions in creation order, for ListSuppressions' keyset pages (see
+	// store_suppressions.go).
+	`CREATE INDEX IF NOT EXISTS suppressions_created ON suppressions (created_at, address_key);`,
 }
 
 // NewStore returns a Store on db, creating or upgrading its schema. cipher seals contacts at rest
