@@ -221,3 +221,36 @@ func TestExportList(t *testing.T) {
 	wantError(t, e.do(t, "GET", "/v1/admin/exports?limit=101", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "limit")
 	wantError(t, e.do(t, "GET", "/v1/admin/exports?cursor=bogus", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "cursor")
 }
+
+// TestExportsForConsoleOperators: an operator signed in to the console (a JWT in AWS) lists,
+// asks for, shows and cancels exports through /console/api/exports like an admin service; a
+// notifications export, which lists the asking service's notifications, is refused to an
+// operator, who has no service, naming kind; the create is audited under the operator.
+func TestExportsForConsoleOperators(t *testing.T) {
+	t.Parallel()
+	q := &exportQueue{}
+	e := setup(t, withExports(q), func(o *Options) {
+		o.Authenticate = func(r *http.Request) (Principal, error) {
+			if r.Header.Get("Authorization") == "Bearer operator-jwt" {
+				return Principal{User: "alice@example.com", Operator: true}, nil
+			}
+			return Principal{}, nil
+		}
+	})
+	const jwt = "operator-jwt"
+	rec := e.do(t, "POST", "/console/api/exports", jwt, map[string]any{"kind": "suppressions", "channel": "email"})
+	wantStatus(t, rec, http.StatusAccepted)
+	j := decodeBody[notify.ExportJob](t, rec)
+	wantError(t, e.do(t, "POST", "/console/api/exports", jwt, map[string]any{"kind": "notifications"}), http.StatusBadRequest, notify.EINVALID, "kind")
+	list := decodeBody[exportList](t, e.do(t, "GET", "/console/api/exports", jwt, nil))
+	if len(list.Exports) != 1 || list.Exports[0].ID != j.ID {
+		t.Fatalf("the operator's list %+v", list)
+	}
+	wantStatus(t, e.do(t, "GET", "/console/api/exports/"+j.ID, jwt, nil), http.StatusOK)
+	wantStatus(t, e.do(t, "DELETE", "/console/api/exports/"+j.ID, jwt, nil), http.StatusOK)
+	wantError(t, e.do(t, "GET", "/v1/admin/exports", jwt, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	got := auditEntries(t, e, "?action="+string(notify.AuditExportCreate))
+	if len(got.Entries) != 2 || got.Entries[1].Actor != "alice@example.com" || got.Entries[1].TargetID != j.ID || got.Entries[1].Result != notify.AuditResultOK {
+		t.Fatalf("audit %+v, want the operator's create", got.Entries)
+	}
+}
