@@ -93,6 +93,14 @@ func (h *herald) addExports() {
 		Resources: &[]*string{jsii.String(objects)},
 	}))
 	jobs(worker, "ExportJobs")
+	// A suppressions export pages the whole suppressions table with Scan (no index serves it:
+	// the table is keyed by address hash for prepare's lookups); the worker reads nothing else
+	// there, so it gets Scan alone rather than the table's read grant.
+	worker.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("ScanSuppressionsForExports"),
+		Actions:   jsii.Strings("dynamodb:Scan"),
+		Resources: &[]*string{h.tables["suppressions"].TableArn()},
+	}))
 	fn.AddEnvironment(jsii.String("HERALD_EXPORTS_BUCKET"), jsii.String(name), nil)
 
 	// The admin function: records jobs, queues them (wiring), and presigns GetObject links.

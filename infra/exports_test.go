@@ -28,7 +28,8 @@ func (s *synthesis) roleStatements(role string) []string {
 // refuses plain HTTP and expires objects after 7 days (incomplete uploads after 1); the export
 // queue has its DLQ and alarms; the export function consumes it and may write only under
 // exports/ (and never read or delete there); the admin function may send to the queue and read
-// under exports/ only, for its presigned links.
+// under exports/ only, for its presigned links. The export function may Scan the suppressions
+// table and do nothing else with it.
 func TestExportsBucketQueueAndFunction(t *testing.T) {
 	environments(t, func(t *testing.T, s *synthesis) {
 		env := s.env.Name
@@ -108,6 +109,17 @@ func TestExportsBucketQueueAndFunction(t *testing.T) {
 			if strings.Contains(st, "dynamodb:BatchWriteItem") || strings.Contains(st, "dynamodb:DeleteItem") || strings.Contains(st, "dynamodb:UpdateItem") {
 				t.Errorf("export role may change other items: %s", st)
 			}
+		}
+		// Suppressions exports scan the suppressions table: Scan, and no other access to it.
+		supp := s.idByProp(t, "AWS::DynamoDB::Table", "TableName", "herald-"+env+"-suppressions")
+		var suppSt []string
+		for _, st := range s.roleStatements(ref(fp["Role"])) {
+			if strings.Contains(st, `"`+supp+`"`) {
+				suppSt = append(suppSt, st)
+			}
+		}
+		if len(suppSt) != 1 || !strings.Contains(suppSt[0], `"Action":"dynamodb:Scan"`) {
+			t.Errorf("export role's statements on the suppressions table %v, want one of dynamodb:Scan alone", suppSt)
 		}
 		if len(s3w) != 1 || !strings.Contains(s3w[0], `/exports/*`) || !strings.Contains(s3w[0], "s3:PutObject") ||
 			strings.Contains(s3w[0], "GetObject") || strings.Contains(s3w[0], "Delete") {

@@ -139,8 +139,9 @@ var functionWiring = map[string]wiring{
 			}
 			return nil
 		}},
-	// Streams a notification's deliveries or the audit log (in the notifications table) into
-	// the exports bucket; its job writes, and its S3 rights under exports/ only, are granted in
+	// Streams a notification's deliveries, a service's notifications or the audit log (in the
+	// notifications table) into the exports bucket; its job writes, its Scan of the suppressions
+	// table (suppressions exports) and its S3 rights under exports/ only are granted in
 	// addExports.
 	exportFunction: {tables: map[string]access{"notifications": read, "deliveries": read}},
 	// The live inbox WebSocket API's $connect/$disconnect/$default: records connections (the

@@ -7,13 +7,16 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
 
-const exportUsage = `Usage: herald export create|show|download [flags]
+const exportUsage = `Usage: herald export create|list|show|download [flags]
 
   herald export create --kind deliveries --notification ID   ask for an export file (PENDING at once)
+  herald export create --kind notifications|suppressions|audit
+  herald export list                                        the latest jobs, newest first
   herald export show ID                                     the job: status, rows, download link once DONE
   herald export download ID [--out FILE]                    wait until DONE and download the file
 `
@@ -37,23 +40,24 @@ type exportJob struct {
 // runExport is `herald export`.
 func runExport(args []string, out io.Writer) error {
 	return dispatch("export", exportUsage, map[string]command{
-		"create": runExportCreate, "show": runExportShow, "download": runExportDownload}, args, out)
+		"create": runExportCreate, "list": runExportList, "show": runExportShow, "download": runExportDownload}, args, out)
 }
 
 func runExportCreate(args []string, out io.Writer) error {
 	fs := newFlagSet("export create", "[flags]", `
 Asks for an export file and prints the job (PENDING); "herald export download ID" fetches it.
-deliveries: one row per delivery of a realtime notification (addresses masked); audit: the
-audit log. Needs an admin service's key.`)
+deliveries: one row per delivery of a realtime notification (addresses masked); notifications:
+one row per notification of the calling service, with its counters; suppressions: one row per
+suppressed address (masked); audit: the audit log. Needs an admin service's key.`)
 	apiURL, key := apiFlags(fs, "API key of an admin service")
-	kind := fs.String("kind", "deliveries", "deliveries or audit")
+	kind := fs.String("kind", "deliveries", "deliveries, notifications, suppressions or audit")
 	format := fs.String("format", "csv", "csv or jsonl")
 	notification := fs.String("notification", "", "deliveries: the notification id")
-	status := fs.String("status", "", "deliveries: only this status (SENT, FAILED, SKIPPED, …)")
-	channel := fs.String("channel", "", "deliveries: only this channel")
-	reason := fs.String("reason", "", "deliveries: only this reason")
+	status := fs.String("status", "", "deliveries, notifications: only this status (SENT, FAILED, SKIPPED, …)")
+	channel := fs.String("channel", "", "deliveries, notifications, suppressions: only this channel")
+	reason := fs.String("reason", "", "deliveries, suppressions: only this reason")
 	action := fs.String("action", "", "audit: only this action")
-	since := fs.Duration("since", 0, "only rows in this last period, e.g. 24h (0: all)")
+	since := fs.Duration("since", 0, "only rows in this last period, e.g. 24h (0: all; on updated_at of deliveries, created_at of notifications and suppressions)")
 	asJSON := fs.Bool("json", false, "print the job as JSON")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
@@ -80,6 +84,38 @@ audit log. Needs an admin service's key.`)
 		return err
 	}
 	return printExport(out, j, *asJSON)
+}
+
+func runExportList(args []string, out io.Writer) error {
+	fs := newFlagSet("export list", "[flags]", `
+Prints the latest export jobs of every service, newest first, one a line.`)
+	apiURL, key := apiFlags(fs, "API key of an admin service")
+	limit := fs.Int("limit", 20, "how many jobs (1–100)")
+	asJSON := fs.Bool("json", false, "print the jobs as JSON")
+	pos, err := parseFlags(fs, args, out)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef(fs, "unexpected argument %q", pos[0])
+	}
+	if *limit < 1 || *limit > 100 {
+		return usagef(fs, "--limit must be 1–100")
+	}
+	var page struct {
+		Exports []exportJob `json:"exports"`
+	}
+	u := strings.TrimRight(*apiURL, "/") + "/v1/admin/exports?limit=" + strconv.Itoa(*limit)
+	if err := call(http.MethodGet, u, *key, nil, &page); err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(out).Encode(page.Exports)
+	}
+	for _, j := range page.Exports {
+		fmt.Fprintf(out, "%s  %s  %-10s %s %-13s %s  %d rows\n", j.ID, j.CreatedAt.UTC().Format(time.RFC3339), j.Status, j.Format, j.Kind, j.Filter, j.Rows)
+	}
+	return nil
 }
 
 func runExportShow(args []string, out io.Writer) error {

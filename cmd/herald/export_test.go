@@ -74,3 +74,71 @@ func TestExportCLI(t *testing.T) {
 		t.Errorf("export show without id: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// TestExportCLIKinds: `herald export create --kind notifications|suppressions` asks for those
+// exports and `download` writes them; `list` shows the jobs, newest first; a filter the kind
+// does not take is refused naming it.
+func TestExportCLIKinds(t *testing.T) {
+	t.Parallel()
+	rt, err := local.Start(context.Background(), local.Options{Config: config.Dev(), DataDir: t.TempDir(),
+		Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = rt.Shutdown(ctx)
+	})
+	var sendOut, stderr strings.Builder
+	if code := run([]string{"send", "--api", rt.URL, "--to", "email:cli-kinds@example.com", "--channels", "email",
+		"--title", "Hi", "--body", "Hello", "--wait"}, &sendOut, &stderr); code != 0 {
+		t.Fatalf("send: exit %d %s", code, stderr.String())
+	}
+	nid := regexp.MustCompile(`n_[0-9A-Za-z]+`).FindString(sendOut.String())
+	if err := rt.Store.Suppress(t.Context(), notify.Suppression{AddressKey: notify.AddressKey(notify.ChannelSMS, "+821099998888"),
+		Masked: notify.MaskPhone("+821099998888"), Channel: notify.ChannelSMS, Reason: "invalid_number"}); err != nil {
+		t.Fatal(err)
+	}
+	var xids []string
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--kind", "notifications", "--channel", "email", "--since", "1h"}, []string{"id,created_at,", nid + ",", ",SENT,transactional,realtime,email,1,1,1,0,0,"}},
+		{[]string{"--kind", "suppressions", "--channel", "sms", "--format", "jsonl"}, []string{`"address":"` + notify.MaskPhone("+821099998888") + `"`, `"reason":"invalid_number"`}},
+	} {
+		var out strings.Builder
+		if code := run(append([]string{"export", "create", "--api", rt.URL}, c.args...), &out, &stderr); code != 0 {
+			t.Fatalf("export create %v: exit %d %s", c.args, code, stderr.String())
+		}
+		xid := regexp.MustCompile(`x_[0-9A-Za-z]+`).FindString(out.String())
+		xids = append(xids, xid)
+		out.Reset()
+		if code := run([]string{"export", "download", "--api", rt.URL, "--out", "-", xid}, &out, &stderr); code != 0 {
+			t.Fatalf("export download %s: exit %d %s", xid, code, stderr.String())
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("export %v: file lacks %q:\n%s", c.args, w, out.String())
+			}
+		}
+		if strings.Contains(out.String(), "+821099998888") {
+			t.Errorf("export %v holds a raw number:\n%s", c.args, out.String())
+		}
+	}
+	var out strings.Builder
+	if code := run([]string{"export", "list", "--api", rt.URL}, &out, &stderr); code != 0 {
+		t.Fatalf("export list: exit %d %s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], xids[1]) || !strings.Contains(lines[0], "suppressions") || !strings.Contains(lines[0], "DONE") ||
+		!strings.HasPrefix(lines[1], xids[0]) {
+		t.Fatalf("export list printed %q, want %v newest first", out.String(), xids)
+	}
+	stderr.Reset()
+	if code := run([]string{"export", "create", "--api", rt.URL, "--kind", "suppressions", "--action", "export.create"}, &out, &stderr); code == 0 ||
+		!strings.Contains(stderr.String(), "action") {
+		t.Errorf("a suppressions export filtered on action: exit %d %q", code, stderr.String())
+	}
+}

@@ -20,8 +20,9 @@ Usage:
   herald schedules rearm [--sigv4]                 arm every reserved send's schedule again from the tables
   herald audit [--actor S] [--action A] [--target TYPE:ID] [--since 24h]
                                                   who did what: the operator audit log, newest first
-  herald export create --kind deliveries --notification ID | show ID | download ID
-                                                  report files: a notification's deliveries (masked), the audit log
+  herald export create --kind deliveries --notification ID | --kind notifications|suppressions|audit
+  herald export list | show ID | download ID      report files: a notification's deliveries, a service's
+                                                  notifications, suppressions (masked), the audit log
   herald campaign create [--app default | --lists L1,L2] [--title T] --body B [--send-at RFC3339] [--max-rate N]
   herald campaign watch ID                        progress until the campaign ends
   herald audience upload LIST FILE                append a file of user ids (one per line, or CSV) to a list

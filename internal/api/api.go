@@ -175,6 +175,7 @@ var routes = []route{
 	{Method: "POST", Path: "/v1/admin/schedules/rearm", handle: (*server).rearmSchedules},
 	{Method: "GET", Path: "/v1/admin/audit", handle: (*server).listAudit},
 	{Method: "POST", Path: "/v1/admin/exports", handle: (*server).createExport},
+	{Method: "GET", Path: "/v1/admin/exports", handle: (*server).listExports},
 	{Method: "GET", Path: "/v1/admin/exports/{id}", handle: (*server).getExport},
 	{Method: "DELETE", Path: "/v1/admin/exports/{id}", handle: (*server).cancelExport},
 	{Method: "GET", Path: "/exports/{id}", Public: true, handle: (*server).downloadExport},

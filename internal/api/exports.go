@@ -69,22 +69,33 @@ func (s *server) exportsAvailable(w http.ResponseWriter, r *http.Request, what s
 	return true
 }
 
-func (s *server) adminOnly(r *http.Request, what string) error {
-	if !s.admins[serviceOf(r)] {
-		return notify.Errorf(notify.EFORBIDDEN, "%s needs a service listed as admin in herald.yaml", what)
+// exportsCaller admits admin services and the operators signed in to the console (see isAdmin),
+// as the other operator routes do, and refuses anyone else.
+func (s *server) exportsCaller(r *http.Request) error {
+	if !s.isAdmin(r) {
+		return notify.Errorf(notify.EFORBIDDEN, "exports need a service listed as admin in herald.yaml")
 	}
 	return nil
 }
 
+// exportFilters are the filters each kind takes besides from and to (on the rows' time:
+// updated_at of a delivery, at of an audit entry, created_at of a notification or suppression).
+var exportFilters = map[notify.ExportKind][]string{
+	notify.ExportDeliveries:    {"notification_id", "status", "channel", "reason"},
+	notify.ExportAudit:         {"action"},
+	notify.ExportNotifications: {"status", "channel"},
+	notify.ExportSuppressions:  {"channel", "reason"},
+}
+
+// deliveryStatuses are the statuses a deliveries export's status filter accepts.
+var deliveryStatuses = []notify.DeliveryStatus{notify.DeliveryPending, notify.DeliverySending, notify.DeliverySent,
+	notify.DeliveryFailed, notify.DeliverySkipped, notify.DeliveryExpired}
+
 // validate checks the request and returns the job's filter.
 func (q *exportRequest) validate() (notify.ExportFilter, error) {
 	var f notify.ExportFilter
-	kinds := make([]string, len(notify.ExportKinds))
-	for i, k := range notify.ExportKinds {
-		kinds[i] = string(k)
-	}
 	if !slices.Contains(notify.ExportKinds, q.Kind) {
-		return f, notify.FieldError("kind", "must be one of %s", strings.Join(kinds, ", "))
+		return f, notify.FieldError("kind", "must be one of %s", oneOf(notify.ExportKinds))
 	}
 	switch q.Format {
 	case "":
@@ -94,9 +105,9 @@ func (q *exportRequest) validate() (notify.ExportFilter, error) {
 		return f, notify.FieldError("format", "must be csv or jsonl")
 	}
 	if q.Unmasked {
-		// Stores keep no raw address to unmask: a delivery keeps its address masked, and audit
-		// entries are sanitized when appended.
-		return f, notify.FieldError("unmasked", "no export can hold raw addresses: deliveries are stored with masked addresses only")
+		// Stores keep no raw address to unmask: a delivery and a suppression keep theirs masked
+		// (a suppression, its hash besides), and audit entries are sanitized when appended.
+		return f, notify.FieldError("unmasked", "no export can hold raw addresses: deliveries and suppressions are stored with masked addresses only")
 	}
 	if err := checkFilterParams(filterParam{"notification_id", q.NotificationID}, filterParam{"campaign_id", q.CampaignID},
 		filterParam{"status", q.Status}, filterParam{"channel", q.Channel}, filterParam{"reason", q.Reason}, filterParam{"action", q.Action}); err != nil {
@@ -112,6 +123,20 @@ func (q *exportRequest) validate() (notify.ExportFilter, error) {
 	if q.To != nil {
 		f.To = q.To.UTC()
 	}
+	// Each kind takes its own filters; any other one set is refused by name.
+	for _, p := range []filterParam{{"notification_id", q.NotificationID}, {"campaign_id", q.CampaignID}, {"status", q.Status},
+		{"channel", q.Channel}, {"reason", q.Reason}, {"action", q.Action}} {
+		if p.v == "" || slices.Contains(exportFilters[q.Kind], p.name) {
+			continue
+		}
+		if q.Kind == notify.ExportDeliveries && p.name == "campaign_id" {
+			continue // refused below, saying why
+		}
+		return f, notify.FieldError(p.name, "does not filter %s exports (they take %s, from and to)", q.Kind, strings.Join(exportFilters[q.Kind], ", "))
+	}
+	if q.Channel != "" && !notify.Channel(q.Channel).Valid() {
+		return f, notify.FieldError("channel", "unknown channel %q; one of %s", q.Channel, oneOf(notify.Channels))
+	}
 	switch q.Kind {
 	case notify.ExportDeliveries:
 		if q.CampaignID != "" || strings.HasPrefix(q.NotificationID, "c_") {
@@ -120,25 +145,16 @@ func (q *exportRequest) validate() (notify.ExportFilter, error) {
 		if q.NotificationID == "" {
 			return f, notify.FieldError("notification_id", "is required for a deliveries export")
 		}
-		if q.Action != "" {
-			return f, notify.FieldError("action", "filters audit exports only")
-		}
-		if q.Status != "" && !slices.Contains([]notify.DeliveryStatus{notify.DeliveryPending, notify.DeliverySending, notify.DeliverySent,
-			notify.DeliveryFailed, notify.DeliverySkipped, notify.DeliveryExpired}, notify.DeliveryStatus(q.Status)) {
-			return f, notify.FieldError("status", "must be PENDING, SENDING, SENT, FAILED, SKIPPED or EXPIRED")
-		}
-		if q.Channel != "" && !notify.Channel(q.Channel).Valid() {
-			return f, notify.FieldError("channel", "unknown channel %q", q.Channel)
+		if q.Status != "" && !slices.Contains(deliveryStatuses, notify.DeliveryStatus(q.Status)) {
+			return f, notify.FieldError("status", "unknown delivery status %q; one of %s", q.Status, oneOf(deliveryStatuses))
 		}
 	case notify.ExportAudit:
-		for _, p := range []struct{ name, v string }{{"notification_id", q.NotificationID}, {"campaign_id", q.CampaignID},
-			{"status", q.Status}, {"channel", q.Channel}, {"reason", q.Reason}} {
-			if p.v != "" {
-				return f, notify.FieldError(p.name, "filters deliveries exports only")
-			}
-		}
 		if q.Action != "" && !notify.AuditAction(q.Action).Known() {
 			return f, notify.FieldError("action", "unknown action %q", q.Action)
+		}
+	case notify.ExportNotifications:
+		if q.Status != "" && !slices.Contains(listableStatuses, notify.NotificationStatus(q.Status)) {
+			return f, notify.FieldError("status", "unknown notification status %q; one of %s", q.Status, oneOf(listableStatuses))
 		}
 	}
 	return f, nil
@@ -150,7 +166,7 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) (err error
 	id := notify.NewID("x_", now)
 	params := map[string]string{}
 	defer s.audit(w, r, notify.AuditExportCreate, notify.AuditTargetExport, id, params, &err)
-	if err := s.adminOnly(r, "exports"); err != nil {
+	if err := s.exportsCaller(r); err != nil {
 		return err
 	}
 	var q exportRequest
@@ -167,6 +183,9 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) (err error
 	}
 	if err != nil {
 		return err
+	}
+	if q.Kind == notify.ExportNotifications && infoOf(r).operator {
+		return notify.FieldError("kind", "a notifications export lists the asking service's notifications, and a console operator has none: ask with that service's admin key (herald export create)")
 	}
 	if !s.exportsAvailable(w, r, "exports") {
 		return nil
@@ -202,7 +221,7 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) (err error
 
 // getExport is GET /v1/admin/exports/{id}: the job, and a fresh download link when DONE.
 func (s *server) getExport(w http.ResponseWriter, r *http.Request) error {
-	if err := s.adminOnly(r, "exports"); err != nil {
+	if err := s.exportsCaller(r); err != nil {
 		return err
 	}
 	if !s.exportsAvailable(w, r, "exports") {
@@ -212,18 +231,66 @@ func (s *server) getExport(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("get export: %w", err)
 	}
+	v, err := s.viewExport(r, j)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// viewExport is j as the API shows it, with a fresh download link when DONE.
+func (s *server) viewExport(r *http.Request, j *notify.ExportJob) (exportView, error) {
 	v := exportView{ExportJob: j}
 	if j.Status == notify.ExportDone {
 		link, exp, err := s.exportLink(r, j)
 		if err != nil {
-			return fmt.Errorf("export link: %w", err)
+			return v, fmt.Errorf("export link: %w", err)
 		}
 		if exp.After(j.ExpiresAt) {
 			exp = j.ExpiresAt // a link never outlives the file
 		}
 		v.DownloadURL, v.DownloadExpiresAt = link, &exp
 	}
-	writeJSON(w, http.StatusOK, v)
+	return v, nil
+}
+
+type exportList struct {
+	Exports    []exportView `json:"exports"`
+	NextCursor string       `json:"next_cursor"`
+}
+
+// listExports is GET /v1/admin/exports: every service's jobs, newest first, ?limit= (1–100,
+// default 20) a page, each DONE one with a fresh download link, as GET /v1/admin/exports/{id}
+// shows it.
+func (s *server) listExports(w http.ResponseWriter, r *http.Request) error {
+	if err := s.exportsCaller(r); err != nil {
+		return err
+	}
+	if !s.exportsAvailable(w, r, "exports") {
+		return nil
+	}
+	limit, err := queryLimit(r, 20, notify.MaxExportPage)
+	if err != nil {
+		return err
+	}
+	cursor, err := s.queryCursor(r, "admin-exports", "")
+	if err != nil {
+		return err
+	}
+	page, next, err := s.exports.ListExports(r.Context(), cursor, limit)
+	if err != nil {
+		return fmt.Errorf("list exports: %w", err)
+	}
+	out := exportList{Exports: make([]exportView, 0, len(page)), NextCursor: s.sealCursor("admin-exports", "", next)}
+	for i := range page {
+		v, err := s.viewExport(r, &page[i])
+		if err != nil {
+			return err
+		}
+		out.Exports = append(out.Exports, v)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -231,7 +298,7 @@ func (s *server) getExport(w http.ResponseWriter, r *http.Request) error {
 func (s *server) cancelExport(w http.ResponseWriter, r *http.Request) (err error) {
 	id := r.PathValue("id")
 	defer s.audit(w, r, notify.AuditExportCancel, notify.AuditTargetExport, id, nil, &err)
-	if err := s.adminOnly(r, "exports"); err != nil {
+	if err := s.exportsCaller(r); err != nil {
 		return err
 	}
 	if !s.exportsAvailable(w, r, "exports") {

@@ -122,3 +122,135 @@ func TestExportDownloadRefusesForgedLinks(t *testing.T) {
 type noFiles struct{}
 
 func (noFiles) Open(string) (*os.File, error) { return nil, notify.Errorf(notify.ENOTFOUND, "none") }
+
+// TestExportKindsAndFilters: the notifications and suppressions kinds are accepted with their
+// own filters; a filter another kind takes, an unknown status or channel, and unmasked are
+// 400 naming the field.
+func TestExportKindsAndFilters(t *testing.T) {
+	t.Parallel()
+	q := &exportQueue{}
+	e := setup(t, withExports(q))
+	for _, body := range []map[string]any{
+		{"kind": "notifications", "status": "SENT", "channel": "email", "from": "2030-01-01T00:00:00Z", "to": "2030-02-01T00:00:00Z"},
+		{"kind": "suppressions", "format": "jsonl", "channel": "sms", "reason": "bounced", "from": "2030-01-01T00:00:00Z"},
+		{"kind": "notifications"},
+		{"kind": "suppressions"},
+	} {
+		rec := e.do(t, "POST", "/v1/admin/exports", ordersKey, body)
+		wantStatus(t, rec, http.StatusAccepted)
+		j := decodeBody[notify.ExportJob](t, rec)
+		if string(j.Kind) != body["kind"] || j.Status != notify.ExportPending || j.Filter.Channel != strOf(body["channel"]) ||
+			j.Filter.Status != strOf(body["status"]) || j.Filter.Reason != strOf(body["reason"]) {
+			t.Errorf("%v: job %+v", body, j)
+		}
+	}
+	for _, c := range []struct {
+		body  map[string]any
+		field string
+	}{
+		{map[string]any{"kind": "everything"}, "kind"},
+		{map[string]any{"kind": "notifications", "status": "DISPATCHING"}, "status"},
+		{map[string]any{"kind": "notifications", "status": "SENDING"}, "status"},
+		{map[string]any{"kind": "notifications", "channel": "fax"}, "channel"},
+		{map[string]any{"kind": "notifications", "reason": "bounced"}, "reason"},
+		{map[string]any{"kind": "notifications", "notification_id": "n_1"}, "notification_id"},
+		{map[string]any{"kind": "notifications", "campaign_id": "c_1"}, "campaign_id"},
+		{map[string]any{"kind": "notifications", "action": "export.create"}, "action"},
+		{map[string]any{"kind": "suppressions", "status": "SENT"}, "status"},
+		{map[string]any{"kind": "suppressions", "channel": "inbox "}, "channel"},
+		{map[string]any{"kind": "suppressions", "channel": "fax"}, "channel"},
+		{map[string]any{"kind": "suppressions", "notification_id": "n_1"}, "notification_id"},
+		{map[string]any{"kind": "suppressions", "unmasked": true}, "unmasked"},
+		{map[string]any{"kind": "notifications", "unmasked": true}, "unmasked"},
+		{map[string]any{"kind": "suppressions", "from": "2030-02-01T00:00:00Z", "to": "2030-01-01T00:00:00Z"}, "to"},
+		{map[string]any{"kind": "audit", "reason": "x"}, "reason"},
+		{map[string]any{"kind": "deliveries", "notification_id": "n_1", "action": "export.create"}, "action"},
+	} {
+		wantError(t, e.do(t, "POST", "/v1/admin/exports", ordersKey, c.body), http.StatusBadRequest, notify.EINVALID, c.field)
+	}
+	if len(q.ids) != 4 {
+		t.Fatalf("queued %v, want the 4 accepted jobs only", q.ids)
+	}
+}
+
+func strOf(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// TestExportList: GET /v1/admin/exports lists every job newest first, paged by a cursor that
+// serves this list only; a DONE job carries its download link; admins only.
+func TestExportList(t *testing.T) {
+	t.Parallel()
+	q := &exportQueue{}
+	e := setup(t, withExports(q), func(o *Options) { o.ExportFiles = noFiles{} })
+	var ids []string
+	for range 3 {
+		rec := e.do(t, "POST", "/v1/admin/exports", ordersKey, map[string]any{"kind": "suppressions"})
+		wantStatus(t, rec, http.StatusAccepted)
+		ids = append([]string{decodeBody[notify.ExportJob](t, rec).ID}, ids...)
+		e.clock.Advance(time.Second)
+	}
+	j, claimed, err := e.store.ClaimExport(t.Context(), ids[0], e.clock.Now(), e.clock.Now().Add(time.Minute))
+	if err != nil || !claimed {
+		t.Fatal(claimed, err)
+	}
+	if err := e.store.FinishExport(t.Context(), j.ID, j.Attempts, notify.ExportResult{Status: notify.ExportDone, Rows: 2, Object: "exports/" + j.ID + ".csv"}, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var got []exportView
+	cursor := ""
+	for range 5 {
+		rec := e.do(t, "GET", "/v1/admin/exports?limit=2"+cursor, ordersKey, nil)
+		wantStatus(t, rec, http.StatusOK)
+		wantDocumented(t, "GET", "/v1/admin/exports", rec)
+		page := decodeBody[exportList](t, rec)
+		got = append(got, page.Exports...)
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = "&cursor=" + page.NextCursor
+	}
+	if len(got) != 3 || got[0].ID != ids[0] || got[1].ID != ids[1] || got[2].ID != ids[2] {
+		t.Fatalf("listed %+v, want %v", got, ids)
+	}
+	if got[0].Status != notify.ExportDone || !strings.Contains(got[0].DownloadURL, "/exports/"+ids[0]+"?") || got[1].DownloadURL != "" {
+		t.Fatalf("listed %+v %+v: want a link on the DONE job only", got[0], got[1])
+	}
+	wantError(t, e.do(t, "GET", "/v1/admin/exports", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantError(t, e.do(t, "GET", "/v1/admin/exports?limit=101", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "limit")
+	wantError(t, e.do(t, "GET", "/v1/admin/exports?cursor=bogus", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "cursor")
+}
+
+// TestExportsForConsoleOperators: an operator signed in to the console (a JWT in AWS) lists,
+// asks for, shows and cancels exports through /console/api/exports like an admin service; a
+// notifications export, which lists the asking service's notifications, is refused to an
+// operator, who has no service, naming kind; the create is audited under the operator.
+func TestExportsForConsoleOperators(t *testing.T) {
+	t.Parallel()
+	q := &exportQueue{}
+	e := setup(t, withExports(q), func(o *Options) {
+		o.Authenticate = func(r *http.Request) (Principal, error) {
+			if r.Header.Get("Authorization") == "Bearer operator-jwt" {
+				return Principal{User: "alice@example.com", Operator: true}, nil
+			}
+			return Principal{}, nil
+		}
+	})
+	const jwt = "operator-jwt"
+	rec := e.do(t, "POST", "/console/api/exports", jwt, map[string]any{"kind": "suppressions", "channel": "email"})
+	wantStatus(t, rec, http.StatusAccepted)
+	j := decodeBody[notify.ExportJob](t, rec)
+	wantError(t, e.do(t, "POST", "/console/api/exports", jwt, map[string]any{"kind": "notifications"}), http.StatusBadRequest, notify.EINVALID, "kind")
+	list := decodeBody[exportList](t, e.do(t, "GET", "/console/api/exports", jwt, nil))
+	if len(list.Exports) != 1 || list.Exports[0].ID != j.ID {
+		t.Fatalf("the operator's list %+v", list)
+	}
+	wantStatus(t, e.do(t, "GET", "/console/api/exports/"+j.ID, jwt, nil), http.StatusOK)
+	wantStatus(t, e.do(t, "DELETE", "/console/api/exports/"+j.ID, jwt, nil), http.StatusOK)
+	wantError(t, e.do(t, "GET", "/v1/admin/exports", jwt, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	got := auditEntries(t, e, "?action="+string(notify.AuditExportCreate))
+	if len(got.Entries) != 2 || got.Entries[1].Actor != "alice@example.com" || got.Entries[1].TargetID != j.ID || got.Entries[1].Result != notify.AuditResultOK {
+		t.Fatalf("audit %+v, want the operator's create", got.Entries)
+	}
+}

@@ -44,6 +44,11 @@
 //	pk EXPORT#<id>        sk X              an export job: doc (notify.ExportJob as JSON, lease
 //	                                        and file included), version (each write conditions
 //	                                        on it), ttl = its retention's end + one day
+//	pk EXPORT#LIST        sk <created_at 20d>#<id>
+//	                                        the job's listing entry (ListExports: a descending
+//	                                        Query, then a BatchGetItem of the jobs): id, the
+//	                                        job's ttl; written with the job in one transaction,
+//	                                        never changed
 //
 // PutTemplateVersion reads the latest version consistently (a Query of the template's partition,
 // newest first, limit 1) and writes the next one in one transaction with the listing entry's
@@ -78,7 +83,9 @@
 // first user at once, or that user's messages reach the new user's phone.
 //
 // suppressions — pk address_key (S, notify.AddressKey: a hash). channel, masked, reason,
-// created_at; never the address.
+// created_at; never the address. ListSuppressions (the suppressions export) is a Scan with the
+// filter in its expression, at most scanPagesPerCall requests a call and resumed from the last
+// key: no index is kept on every suppression for an operator's occasional file.
 //
 // inbox — pk user_id (S), sk id (S), TTL attribute ttl (from ExpiresAt). ord = "<created_at as
 // 20 digits>#<id>"; unread = ord while the item is unread, absent once read. LSI newest (sort

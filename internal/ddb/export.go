@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/guregu/dynamo/v2"
@@ -19,6 +22,25 @@ var _ notify.ExportStore = (*Store)(nil)
 const ExportKeyPrefix = "EXPORT#"
 
 const exportSK = "X"
+
+// exportListPK is the partition listing every job, one item per job sorted by
+// "<created_at nanos, 20 digits>#<id>" (ListExports): written with the job in one transaction
+// and never changed, so a job's updates touch its own item only. It starts with ExportKeyPrefix,
+// so the roles that may write jobs may write it, and cannot collide with a job's key (ids start
+// "x_").
+const exportListPK = ExportKeyPrefix + "LIST"
+
+// exportListItem is one job's entry in the listing partition, kept as long as the job.
+type exportListItem struct {
+	PK  string `dynamo:"pk"`
+	SK  string `dynamo:"sk"`
+	ID  string `dynamo:"id"`
+	TTL int64  `dynamo:"ttl"`
+}
+
+func exportListSK(j *notify.ExportJob) string {
+	return fmt.Sprintf("%020d#%s", j.CreatedAt.UnixNano(), j.ID)
+}
 
 // exportItem is one job: the job as a JSON document (notify.ExportJob with its lease and file),
 // a version every write conditions on, and a TTL a day past the job's retention (GetExport
@@ -50,16 +72,25 @@ func (s *Store) readExport(ctx context.Context, id string) (*notify.ExportJob, i
 	if err != nil {
 		return nil, 0, err
 	}
-	var d exportDoc
-	if err := json.Unmarshal([]byte(it.Doc), &d); err != nil {
+	j, err := s.decodeExport(it.Doc)
+	if err != nil {
 		return nil, 0, err
+	}
+	return j, it.Version, nil
+}
+
+// decodeExport reads a job's document; its Status is EXPIRED once past ExpiresAt.
+func (s *Store) decodeExport(doc string) (*notify.ExportJob, error) {
+	var d exportDoc
+	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+		return nil, err
 	}
 	j := d.ExportJob
 	j.Object, j.LeaseUntil = d.Object, d.LeaseUntil
 	if !j.ExpiresAt.After(s.now()) {
 		j.Status = notify.ExportExpired
 	}
-	return &j, it.Version, nil
+	return &j, nil
 }
 
 // putExport writes j as version+1, on condition the stored version is still version (0: absent).
@@ -86,7 +117,16 @@ func (s *Store) CreateExport(ctx context.Context, j notify.ExportJob) (*notify.E
 	j.CreatedAt = s.nowOr(j.CreatedAt)
 	j.UpdatedAt, j.ExpiresAt = j.CreatedAt, j.CreatedAt.Add(notify.ExportRetention)
 	j.Status, j.Attempts, j.Rows, j.Bytes = notify.ExportPending, 0, 0, 0
-	err := s.putExport(ctx, &j, 0)
+	doc, err := json.Marshal(exportDoc{ExportJob: j})
+	if err != nil {
+		return nil, false, wrapErr("create export "+j.ID, err)
+	}
+	ttl := j.ExpiresAt.Add(24 * time.Hour).Unix()
+	t := s.db.Table(s.tables.Notifications)
+	err = s.db.WriteTx().
+		Put(t.Put(exportItem{PK: exportPK(j.ID), SK: exportSK, Doc: string(doc), Version: 1, TTL: ttl}).If("attribute_not_exists($)", attrPK)).
+		Put(t.Put(exportListItem{PK: exportListPK, SK: exportListSK(&j), ID: j.ID, TTL: ttl})).
+		Run(ctx)
 	if dynamo.IsCondCheckFailed(err) {
 		got, _, err := s.readExport(ctx, j.ID)
 		if err != nil {
@@ -169,4 +209,58 @@ func (s *Store) CancelExport(ctx context.Context, id string, at time.Time) (*not
 	return s.updateExport(ctx, "cancel", id, func(j *notify.ExportJob) (bool, error) {
 		return notify.CancelExportJob(j, at)
 	})
+}
+
+// ListExports implements notify.ExportStore: a consistent Query of the listing partition,
+// newest first, after the cursor (the last listed entry's sort key), then one consistent
+// BatchGetItem of those jobs.
+func (s *Store) ListExports(ctx context.Context, cursor string, limit int) ([]notify.ExportJob, string, error) {
+	const op = "list exports"
+	if limit < 1 || limit > notify.MaxExportPage {
+		return nil, "", wrapErr(op, notify.FieldError("limit", "must be 1–%d", notify.MaxExportPage))
+	}
+	q := s.db.Table(s.tables.Notifications).Get(attrPK, exportListPK)
+	if cursor != "" {
+		at, id, ok := strings.Cut(cursor, "#")
+		if _, err := strconv.ParseUint(at, 10, 64); err != nil || len(at) != 20 || !ok || !strings.HasPrefix(id, "x_") {
+			return nil, "", wrapErr(op, notify.FieldError("cursor", "not a cursor this listing returned"))
+		}
+		q = q.Range(attrSK, dynamo.Less, cursor)
+	}
+	var entries []exportListItem
+	if err := q.Order(dynamo.Descending).Consistent(true).Limit(limit+1).All(ctx, &entries); err != nil {
+		return nil, "", wrapErr(op, err)
+	}
+	next := ""
+	if len(entries) > limit {
+		entries = entries[:limit]
+		next = entries[limit-1].SK
+	}
+	if len(entries) == 0 {
+		return nil, next, nil
+	}
+	keys := make([]dynamo.Keyed, len(entries))
+	for i, e := range entries {
+		keys[i] = dynamo.Keys{exportPK(e.ID), exportSK}
+	}
+	var items []exportItem
+	err := s.db.Table(s.tables.Notifications).Batch(attrPK, attrSK).Get(keys...).Consistent(true).All(ctx, &items)
+	if err != nil && !errors.Is(err, dynamo.ErrNotFound) {
+		return nil, "", wrapErr(op, err)
+	}
+	byID := make(map[string]notify.ExportJob, len(items))
+	for _, it := range items {
+		j, err := s.decodeExport(it.Doc)
+		if err != nil {
+			return nil, "", wrapErr(op, fmt.Errorf("decode export %s: %w", it.PK, err))
+		}
+		byID[j.ID] = *j
+	}
+	out := make([]notify.ExportJob, 0, len(entries))
+	for _, e := range entries {
+		if j, ok := byID[e.ID]; ok { // a job removed by its TTL before its entry is skipped
+			out = append(out, j)
+		}
+	}
+	return out, next, nil
 }

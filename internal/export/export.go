@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"herald/internal/notify"
@@ -47,14 +48,28 @@ type Deliveries interface {
 	ListDeliveries(ctx context.Context, notificationID, cursor string, limit int) ([]notify.Delivery, string, error)
 }
 
+// Notifications pages a service's notifications (notify.NotificationLister) and reads each one
+// whole, its counters included (notify.NotificationStore.GetNotification).
+type Notifications interface {
+	notify.NotificationLister
+	GetNotification(ctx context.Context, id string) (*notify.Notification, error)
+}
+
+// Suppressions pages the suppression list (notify.SuppressionStore.ListSuppressions).
+type Suppressions interface {
+	ListSuppressions(ctx context.Context, f notify.SuppressionFilter, cursor string, limit int) ([]notify.Suppression, string, error)
+}
+
 // Deps are what a Builder works with.
 type Deps struct {
-	Jobs       notify.ExportStore
-	Deliveries Deliveries
-	Audit      notify.AuditLog // nil: audit exports fail
-	Files      Files
-	Clock      notify.Clock
-	Logger     *slog.Logger
+	Jobs          notify.ExportStore
+	Deliveries    Deliveries
+	Notifications Notifications   // nil: notifications exports fail
+	Suppressions  Suppressions    // nil: suppressions exports fail
+	Audit         notify.AuditLog // nil: audit exports fail
+	Files         Files
+	Clock         notify.Clock
+	Logger        *slog.Logger
 }
 
 // Builder builds export jobs.
@@ -195,6 +210,10 @@ func (b *Builder) write(ctx context.Context, j *notify.ExportJob) (rows int64, s
 		err = b.deliveries(ctx, j, rw, emit, checkpoint)
 	case notify.ExportAudit:
 		err = b.audit(ctx, j, rw, emit, checkpoint)
+	case notify.ExportNotifications:
+		err = b.notifications(ctx, j, rw, emit, checkpoint)
+	case notify.ExportSuppressions:
+		err = b.suppressions(ctx, j, rw, emit, checkpoint)
 	default:
 		err = notify.FieldError("kind", "unknown export kind %q", j.Kind)
 	}
@@ -280,6 +299,104 @@ func (b *Builder) audit(ctx context.Context, j *notify.ExportJob, rw *rowWriter,
 			}
 			if err := emit([]string{e.ID, stamp(e.At), e.Actor, string(e.ActorKind), string(e.Action), e.TargetType,
 				e.TargetID, string(params), e.Result, e.RequestID}); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		cursor = next
+		if err := checkpoint(); err != nil {
+			return err
+		}
+	}
+}
+
+// NotificationColumns are the columns of a notifications export, in order. total, sent, failed
+// and skipped add up every channel's deliveries (a bulk-lane notification's are counted per
+// chunk, never stored per recipient); channels are joined with spaces.
+var NotificationColumns = []string{"id", "created_at", "updated_at", "status", "category", "lane", "channels",
+	"recipients", "total", "sent", "failed", "skipped", "template_name", "template_version", "campaign_id", "idempotency_key"}
+
+// notifications lists the notifications of the service that asked for the export, read whole
+// one by one: the listing holds no counters.
+func (b *Builder) notifications(ctx context.Context, j *notify.ExportJob, rw *rowWriter, emit func([]string) error, checkpoint func() error) error {
+	if b.d.Notifications == nil {
+		return notify.Errorf(notify.EINVALID, "notifications exports are not available in this runtime")
+	}
+	if _, err := rw.header(NotificationColumns); err != nil {
+		return err
+	}
+	f := notify.NotificationFilter{Service: j.Service, Status: notify.NotificationStatus(j.Filter.Status), From: j.Filter.From, To: j.Filter.To}
+	cursor := ""
+	for {
+		page, next, err := b.d.Notifications.ListNotifications(ctx, f, cursor, min(b.Page, notify.MaxReservedPage))
+		if err != nil {
+			return fmt.Errorf("list notifications of %s: %w", j.Service, err)
+		}
+		for _, sum := range page {
+			n, err := b.d.Notifications.GetNotification(ctx, sum.ID)
+			if notify.ErrorCode(err) == notify.ENOTFOUND {
+				continue // removed since it was listed
+			}
+			if err != nil {
+				return fmt.Errorf("read notification %s: %w", sum.ID, err)
+			}
+			if j.Filter.Channel != "" && !n.HasChannel(notify.Channel(j.Filter.Channel)) {
+				continue
+			}
+			channels := make([]string, len(n.Channels))
+			for i, c := range n.Channels {
+				channels[i] = string(c)
+			}
+			lane := n.Lane
+			if lane == "" {
+				lane = notify.LaneRealtime // the pipeline's reading of an unset lane
+			}
+			campaign, version := "", ""
+			if notify.IsCampaignID(n.ID) {
+				campaign = n.ID // a campaign's notification shares its id
+			}
+			if n.TemplateVersion > 0 {
+				version = strconv.Itoa(n.TemplateVersion)
+			}
+			sum := n.Stats.Sum()
+			if err := emit([]string{n.ID, stamp(n.CreatedAt), stamp(n.UpdatedAt), string(n.Status), string(n.Category), string(lane),
+				strings.Join(channels, " "), strconv.Itoa(n.RecipientCount), strconv.Itoa(sum.Total), strconv.Itoa(sum.Sent),
+				strconv.Itoa(sum.Failed), strconv.Itoa(sum.Skipped), n.TemplateName, version, campaign, n.IdempotencyKey}); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		cursor = next
+		if err := checkpoint(); err != nil {
+			return err
+		}
+	}
+}
+
+// SuppressionColumns are the columns of a suppressions export, in order: what the stores keep,
+// the address masked (its hash, which a guess could be checked against, is left out).
+var SuppressionColumns = []string{"address", "channel", "reason", "created_at"}
+
+func (b *Builder) suppressions(ctx context.Context, j *notify.ExportJob, rw *rowWriter, emit func([]string) error, checkpoint func() error) error {
+	if b.d.Suppressions == nil {
+		return notify.Errorf(notify.EINVALID, "suppressions exports are not available in this runtime")
+	}
+	if _, err := rw.header(SuppressionColumns); err != nil {
+		return err
+	}
+	f := notify.SuppressionFilter{Channel: notify.Channel(j.Filter.Channel), Reason: j.Filter.Reason, From: j.Filter.From, To: j.Filter.To}
+	cursor := ""
+	for {
+		page, next, err := b.d.Suppressions.ListSuppressions(ctx, f, cursor, min(b.Page, notify.MaxSuppressionPage))
+		if err != nil {
+			return fmt.Errorf("list suppressions: %w", err)
+		}
+		for _, sp := range page {
+			if err := emit([]string{sp.Masked, string(sp.Channel), sp.Reason, stamp(sp.CreatedAt)}); err != nil {
 				return err
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -233,5 +234,186 @@ func TestBuildUnknownNotificationFails(t *testing.T) {
 	j, _ := s.GetExport(t.Context(), "x_gone")
 	if j.Status != notify.ExportFailed || !strings.Contains(j.Error, "notification_id") {
 		t.Fatalf("job %+v", j)
+	}
+}
+
+// readCSV reads a built CSV export as rows keyed by column.
+func readCSV(t *testing.T, dir export.Dir, j *notify.ExportJob) []map[string]string {
+	t.Helper()
+	f, err := dir.Open(j.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]string
+	for _, r := range recs[1:] {
+		row := map[string]string{}
+		for i, c := range recs[0] {
+			row[c] = r[i]
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// build creates job kind/filter as service and builds it with pages of page rows.
+func build(t *testing.T, s *sqlite.Store, id, service string, kind notify.ExportKind, f notify.ExportFilter, page int) (*notify.ExportJob, export.Dir) {
+	t.Helper()
+	if _, _, err := s.CreateExport(t.Context(), notify.ExportJob{ID: id, Service: service, Kind: kind, Format: notify.ExportCSV,
+		Filter: f, CreatedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	dir := export.Dir{Root: t.TempDir()}
+	b := export.New(export.Deps{Jobs: s, Deliveries: s, Notifications: s, Suppressions: s, Files: dir})
+	b.Page = page
+	if err := b.Build(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	j, err := s.GetExport(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != notify.ExportDone {
+		t.Fatalf("job %+v, want DONE", j)
+	}
+	return j, dir
+}
+
+// TestBuildNotifications: a notifications export lists the asking service's notifications only
+// (never another service's), each with its lane, channels, recipients, counters, template and
+// campaign, filtered on status, channel and creation time, across pages.
+func TestBuildNotifications(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	t0 := time.Date(2030, 3, 4, 5, 6, 7, 0, time.UTC)
+	mk := func(id, service string, status notify.NotificationStatus, lane notify.Lane, at time.Duration, channels ...notify.Channel) *notify.Notification {
+		n := &notify.Notification{ID: id, Service: service, Status: status, Lane: lane, Category: notify.CategoryTransactional,
+			Channels: channels, Recipients: []notify.Recipient{{UserID: "a"}, {UserID: "b"}}, CreatedAt: t0.Add(at), UpdatedAt: t0.Add(at)}
+		if lane == notify.LaneBulk {
+			n.Category = notify.CategoryMarketing
+		}
+		return n
+	}
+	tmpl := mk("n_tmpl", "demo", notify.StatusProcessing, notify.LaneRealtime, 0, notify.ChannelEmail, notify.ChannelPush)
+	tmpl.TemplateName, tmpl.TemplateVersion, tmpl.IdempotencyKey = "order-shipped", 3, "order-1"
+	for _, n := range []*notify.Notification{
+		tmpl,
+		mk("n_sms", "demo", notify.StatusSent, notify.LaneRealtime, time.Hour, notify.ChannelSMS),
+		mk("c_campaign", "demo", notify.StatusProcessing, notify.LaneBulk, 2*time.Hour, notify.ChannelPush),
+		mk("n_other", "billing", notify.StatusProcessing, notify.LaneRealtime, time.Hour, notify.ChannelEmail),
+	} {
+		if _, _, err := s.CreateNotification(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ds []notify.Delivery
+	for i := range 3 {
+		addr := fmt.Sprintf("u%d@example.com", i)
+		ds = append(ds, notify.Delivery{ID: notify.DeliveryID("n_tmpl", notify.ChannelEmail, addr), NotificationID: "n_tmpl",
+			Channel: notify.ChannelEmail, Provider: notify.ProviderSES, AddressMasked: notify.MaskEmail(addr), Status: notify.DeliveryPending, UpdatedAt: t0})
+	}
+	if _, err := s.CreateDeliveries(ctx, "n_tmpl", 0, ds); err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.GetNotification(ctx, "n_tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	j, dir := build(t, s, "x_all", "demo", notify.ExportNotifications, notify.ExportFilter{}, 1)
+	rows := readCSV(t, dir, j)
+	if j.Rows != 3 || len(rows) != 3 {
+		t.Fatalf("rows %d %v, want demo's 3 notifications", j.Rows, rows)
+	}
+	byID := map[string]map[string]string{}
+	for _, r := range rows {
+		byID[r["id"]] = r
+	}
+	if _, ok := byID["n_other"]; ok {
+		t.Fatal("another service's notification is exported")
+	}
+	r := byID["n_tmpl"]
+	if r["channels"] != "email push" || r["lane"] != "realtime" || r["recipients"] != "2" || r["template_name"] != "order-shipped" ||
+		r["template_version"] != "3" || r["campaign_id"] != "" || r["idempotency_key"] != "order-1" || r["status"] != "PROCESSING" ||
+		r["total"] != fmt.Sprint(want.Stats.Sum().Total) || r["total"] == "0" || r["created_at"] != t0.Format(time.RFC3339Nano) {
+		t.Fatalf("row %v (stats %+v)", r, want.Stats)
+	}
+	if c := byID["c_campaign"]; c["campaign_id"] != "c_campaign" || c["lane"] != "bulk" || c["category"] != "marketing" {
+		t.Fatalf("campaign row %v", c)
+	}
+
+	for name, c := range map[string]struct {
+		f    notify.ExportFilter
+		want []string
+	}{
+		"status":  {notify.ExportFilter{Status: "SENT"}, []string{"n_sms"}},
+		"channel": {notify.ExportFilter{Channel: "push"}, []string{"c_campaign", "n_tmpl"}},
+		"from to": {notify.ExportFilter{From: t0.Add(30 * time.Minute), To: t0.Add(2 * time.Hour)}, []string{"n_sms"}},
+	} {
+		j, dir := build(t, s, "x_"+strings.ReplaceAll(name, " ", ""), "demo", notify.ExportNotifications, c.f, 2)
+		var got []string
+		for _, r := range readCSV(t, dir, j) {
+			got = append(got, r["id"])
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: exported %v, want %v", name, got, c.want)
+		}
+	}
+}
+
+// TestBuildSuppressions: a suppressions export lists every suppression, masked, filtered on
+// channel, reason and creation time, across pages; the address hash is not in it.
+func TestBuildSuppressions(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	t0 := time.Date(2030, 3, 4, 5, 6, 7, 0, time.UTC)
+	for i, sp := range []struct {
+		c      notify.Channel
+		addr   string
+		reason string
+	}{
+		{notify.ChannelEmail, "ann@example.com", "bounce"},
+		{notify.ChannelEmail, "bob@example.com", "complaint"},
+		{notify.ChannelSMS, "+821012345678", "invalid_number"},
+	} {
+		if err := s.Suppress(t.Context(), notify.Suppression{AddressKey: notify.AddressKey(sp.c, sp.addr), Masked: notify.MaskAddress(sp.c, sp.addr),
+			Channel: sp.c, Reason: sp.reason, CreatedAt: t0.Add(time.Duration(i) * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j, dir := build(t, s, "x_supp", "ops", notify.ExportSuppressions, notify.ExportFilter{}, 1)
+	raw, err := os.ReadFile(filepath.Join(dir.Root, j.Object))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"ann@", "bob@", "12345", notify.AddressKey(notify.ChannelEmail, "ann@example.com")} {
+		if strings.Contains(string(raw), secret) {
+			t.Fatalf("the export holds %q:\n%s", secret, raw)
+		}
+	}
+	rows := readCSV(t, dir, j)
+	if len(rows) != 3 || rows[0]["channel"] != "sms" || rows[0]["reason"] != "invalid_number" ||
+		rows[0]["created_at"] != t0.Add(2*time.Hour).Format(time.RFC3339Nano) || rows[2]["address"] != notify.MaskEmail("ann@example.com") {
+		t.Fatalf("rows %v, want 3, newest first", rows)
+	}
+	for name, c := range map[string]struct {
+		f    notify.ExportFilter
+		want int
+	}{
+		"channel": {notify.ExportFilter{Channel: "email"}, 2},
+		"reason":  {notify.ExportFilter{Reason: "complaint"}, 1},
+		"from":    {notify.ExportFilter{From: t0.Add(time.Minute)}, 2},
+		"to":      {notify.ExportFilter{To: t0.Add(time.Minute)}, 1},
+	} {
+		j, dir := build(t, s, "x_supp_"+name, "ops", notify.ExportSuppressions, c.f, 1)
+		if got := readCSV(t, dir, j); len(got) != c.want || j.Rows != int64(c.want) {
+			t.Errorf("%s: %d rows (%d counted), want %d", name, len(got), j.Rows, c.want)
+		}
 	}
 }

@@ -205,7 +205,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	if err := exportDir.Sweep(o.Clock.Now()); err != nil {
 		o.Logger.Warn("exports: sweep", "error", err)
 	}
-	r.Exports = export.New(export.Deps{Jobs: r.Store, Deliveries: r.Store, Audit: r.Store, Files: exportDir,
+	r.Exports = export.New(export.Deps{Jobs: r.Store, Deliveries: r.Store, Notifications: r.Store, Suppressions: r.Store,
+		Audit: r.Store, Files: exportDir,
 		Clock: o.Clock, Logger: o.Logger})
 
 	// API first, so a port conflict fails before any work starts.

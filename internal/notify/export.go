@@ -19,12 +19,14 @@ import (
 type ExportKind string
 
 const (
-	ExportDeliveries ExportKind = "deliveries" // one row per stored delivery of a notification
-	ExportAudit      ExportKind = "audit"      // one row per audit log entry
+	ExportDeliveries    ExportKind = "deliveries"    // one row per stored delivery of a notification
+	ExportAudit         ExportKind = "audit"         // one row per audit log entry
+	ExportNotifications ExportKind = "notifications" // one row per notification of the service that asked
+	ExportSuppressions  ExportKind = "suppressions"  // one row per suppressed address (masked)
 )
 
 // ExportKinds is every kind an export can have, the list POST /v1/admin/exports accepts.
-var ExportKinds = []ExportKind{ExportDeliveries, ExportAudit}
+var ExportKinds = []ExportKind{ExportDeliveries, ExportAudit, ExportNotifications, ExportSuppressions}
 
 // ExportFormat is the file format.
 type ExportFormat string
@@ -122,7 +124,15 @@ type ExportStore interface {
 	// CancelExport moves a PENDING or PROCESSING job to CANCELED and returns it; canceling a
 	// CANCELED one returns it unchanged; a DONE, FAILED or expired one is EFINISHED. ENOTFOUND.
 	CancelExport(ctx context.Context, id string, at time.Time) (*ExportJob, error)
+	// ListExports pages the stored jobs, newest first (CreatedAt, then ID, descending), each as
+	// GetExport returns it (EXPIRED once past retention, until the store drops it). limit is
+	// 1–MaxExportPage (EINVALID otherwise); next is "" after the last page; the cursor is opaque
+	// (EINVALID when the store did not produce it).
+	ListExports(ctx context.Context, cursor string, limit int) (page []ExportJob, next string, err error)
 }
+
+// MaxExportPage is the most jobs one ListExports call returns.
+const MaxExportPage = 100
 
 // ExportMessage is the body of a message on the export queue.
 type ExportMessage struct {

@@ -151,7 +151,23 @@ type SuppressionStore interface {
 	Suppress(ctx context.Context, s Suppression) error
 	// Suppressed returns the suppressions among the given address keys.
 	Suppressed(ctx context.Context, addressKeys []string) (map[string]Suppression, error)
+	// ListSuppressions pages the suppressions matching f (an operator's export): limit is
+	// 1–MaxSuppressionPage (EINVALID otherwise); a page may hold fewer than limit — even none —
+	// while next is not "" (a DynamoDB scan bounds its work per call); entries come in an order
+	// stable across calls, each once per listing; the cursor is opaque (EINVALID when the store
+	// did not produce it).
+	ListSuppressions(ctx context.Context, f SuppressionFilter, cursor string, limit int) (page []Suppression, next string, err error)
 }
+
+// SuppressionFilter selects suppressions; a zero field matches every one.
+type SuppressionFilter struct {
+	Channel  Channel
+	Reason   string
+	From, To time.Time // created in [From, To)
+}
+
+// MaxSuppressionPage is the most suppressions one ListSuppressions call returns.
+const MaxSuppressionPage = 1000
 
 // InboxStore keeps users' in-app inboxes: each user's own items (PutInboxItems, one per user)
 // merged with the broadcasts that target them (PutBroadcast, one for a whole app audience: fan-out

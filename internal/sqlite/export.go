@@ -3,9 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"herald/internal/notify"
@@ -160,4 +164,62 @@ func (s *Store) CancelExport(ctx context.Context, id string, at time.Time) (*not
 	return s.updateExport(ctx, "cancel", id, func(j *notify.ExportJob) (bool, error) {
 		return notify.CancelExportJob(j, at)
 	})
+}
+
+// ListExports implements notify.ExportStore: newest first with a keyset cursor on (expires_at,
+// id) — every job expires ExportRetention after it was created, so the expiry index orders
+// them by creation too.
+func (s *Store) ListExports(ctx context.Context, cursor string, limit int) ([]notify.ExportJob, string, error) {
+	const op = "sqlite: list exports"
+	if limit < 1 || limit > notify.MaxExportPage {
+		return nil, "", fmt.Errorf("%s: %w", op, notify.FieldError("limit", "must be 1–%d", notify.MaxExportPage))
+	}
+	beforeAt, beforeID := int64(math.MaxInt64), ""
+	if cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cursor)
+		at, id, ok := strings.Cut(string(b), "|")
+		n, perr := strconv.ParseInt(at, 10, 64)
+		if err != nil || !ok || perr != nil || id == "" {
+			return nil, "", fmt.Errorf("%s: %w", op, notify.FieldError("cursor", "not a cursor this listing returned"))
+		}
+		beforeAt, beforeID = n, id
+	}
+	rows, err := s.db.R.QueryContext(ctx, `SELECT id, expires_at FROM export_jobs
+		WHERE expires_at < ?1 OR (expires_at = ?1 AND id < ?2)
+		ORDER BY expires_at DESC, id DESC LIMIT ?3`, beforeAt, beforeID, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", op, err)
+	}
+	var (
+		ids    []string
+		lastAt int64
+	)
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id, &lastAt); err != nil {
+			rows.Close()
+			return nil, "", fmt.Errorf("%s: %w", op, err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", op, err)
+	}
+	out := make([]notify.ExportJob, 0, len(ids))
+	for _, id := range ids {
+		j, err := s.readExport(ctx, s.db.R, id)
+		if notify.ErrorCode(err) == notify.ENOTFOUND {
+			continue // pruned since the page was read
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w", op, err)
+		}
+		out = append(out, *j)
+	}
+	if len(ids) < limit {
+		return out, "", nil
+	}
+	next := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(lastAt, 10) + "|" + ids[len(ids)-1]))
+	return out, next, nil
 }

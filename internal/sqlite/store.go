@@ -24,7 +24,7 @@ var _ notify.Store = (*Store)(nil)
 
 // storeSchemaVersion is the schema this code reads and writes. It lives in store_meta rather
 // than PRAGMA user_version because the Queue shares the database file and has its own schema.
-const storeSchemaVersion = 10
+const storeSchemaVersion = 11
 
 // storeMigrations[i] takes the schema from version i to i+1.
 var storeMigrations = []string{
@@ -169,7 +169,10 @@ CREATE TABLE IF NOT EXISTS send_batches (
 	templateSchema,
 	// 9: export jobs (see export.go).
 	exportSchema,
-	// 10: express notifications keep their deliveries and their few recipients in their own row
+	// 10: suppressions in creation order, for ListSuppressions' keyset pages (see
+	// store_suppressions.go).
+	`CREATE INDEX IF NOT EXISTS suppressions_created ON suppressions (created_at, address_key);`,
+	// 11: express notifications keep their deliveries and their few recipients in their own row
 	// (see store_express.go); NULL for every other notification.
 	addColumns + "notifications express BLOB, recipients BLOB",
 }

@@ -313,6 +313,102 @@ async function reservedPage(main) {
   return 0;
 }
 
+// The filters each export kind takes besides from and to (POST /v1/admin/exports refuses others).
+const exportFilters = {
+  deliveries: ["notification_id", "status", "channel", "reason"],
+  notifications: ["status", "channel"],
+  suppressions: ["channel", "reason"],
+  audit: ["action"],
+};
+
+// exportsPage asks for export files and lists the latest jobs, newest first. Only the list
+// refreshes (every 2 seconds while a job is PENDING or PROCESSING, else every 10), so the form
+// keeps what is being typed; a DONE job links to its file (a link valid for minutes, minted anew
+// at every refresh).
+async function exportsPage(main) {
+  const input = (name, attrs) => el("input", Object.assign({ name, id: "export-" + name }, attrs || {}));
+  const select = (name, options) => el("select", { name, id: "export-" + name }, options.map(o => el("option", { value: o }, o || "any")));
+  const fields = {
+    notification_id: input("notification_id", { size: 30, placeholder: "n_…" }),
+    status: input("status", { size: 12, placeholder: "SENT, FAILED…" }),
+    channel: select("channel", ["", "push", "email", "sms", "inbox", "alimtalk"]),
+    reason: input("reason", { size: 14 }),
+    action: input("action", { size: 16, placeholder: "export.create…" }),
+    from: input("from", { type: "datetime-local", step: 1 }),
+    to: input("to", { type: "datetime-local", step: 1 }),
+  };
+  const kind = select("kind", Object.keys(exportFilters));
+  const format = select("format", ["csv", "jsonl"]);
+  const labels = {};
+  for (const [name, i] of Object.entries(fields)) {
+    labels[name] = el("label", {}, name + (i.type === "datetime-local" ? " (UTC) " : " "), i, " ");
+  }
+  const showFields = () => {
+    for (const [name, l] of Object.entries(labels)) {
+      l.hidden = !(name === "from" || name === "to" || exportFilters[kind.value].includes(name));
+    }
+  };
+  kind.onchange = showFields;
+  showFields();
+  const body = el("tbody", {});
+  const form = el("form", { id: "export-form", onsubmit: async (ev) => {
+    ev.preventDefault();
+    const req = { kind: kind.value, format: format.value };
+    for (const [name, i] of Object.entries(fields)) {
+      if (labels[name].hidden || !i.value.trim()) continue;
+      req[name] = i.type === "datetime-local" ? i.value + (i.value.length === 16 ? ":00Z" : "Z") : i.value.trim();
+    }
+    try {
+      const j = await api("POST", "exports", req);
+      status("Export " + j.id + " (" + j.kind + ") asked for: " + j.status + ".", true);
+    } catch (e) { status(e.message); }
+    refresh();
+  } },
+    el("label", {}, "kind ", kind, " "), el("label", {}, "format ", format, " "),
+    Object.values(labels), el("button", { type: "submit", id: "export-create" }, "Create export"));
+  const filters = (f) => Object.entries(f || {}).map(([k, v]) => k + "=" + v).join(" ") || "—";
+  const row = (j) => {
+    const box = el("span", {});
+    const busy = j.status === "PENDING" || j.status === "PROCESSING";
+    return el("tr", { "data-id": j.id, "data-status": j.status },
+      el("td", {}, j.id), el("td", {}, j.kind), el("td", {}, j.format), el("td", {}, filters(j.filter)),
+      el("td", { class: "export-status" + (j.status === "FAILED" ? " warn" : "") }, j.status + (j.error ? ": " + j.error : "")),
+      num(j.rows), el("td", {}, when(j.created_at)),
+      el("td", {}, j.download_url ? el("a", { class: "download", href: j.download_url, download: j.id + "." + j.format }, "Download") : "",
+        busy ? el("button", { class: "danger cancel", onclick: async () => {
+          try {
+            await api("DELETE", "exports/" + encodeURIComponent(j.id));
+            status("Export " + j.id + " canceled.", true);
+          } catch (e) { status(e.message); }
+          refresh();
+        } }, "Cancel") : "", box));
+  };
+  // refresh redraws the list; the first load's failure is the page's (a refused key signs out).
+  const refresh = async (first) => {
+    clearTimeout(timer);
+    let again = 10000;
+    try {
+      const data = await api("GET", "exports?limit=50");
+      body.replaceChildren(...data.exports.map(row));
+      empty.hidden = data.exports.length > 0;
+      if (data.exports.some(j => j.status === "PENDING" || j.status === "PROCESSING")) again = 2000;
+    } catch (e) {
+      if (first === true) throw e;
+      status(e.message);
+    }
+    if (location.hash.replace(/^#/, "").split("?")[0] === "/exports") timer = setTimeout(refresh, again);
+  };
+  const empty = el("p", { class: "muted", hidden: true }, "No exports yet.");
+  main.replaceChildren(el("h1", {}, "Exports"),
+    el("p", { class: "muted" }, "Report files of every service's requests: a notification's deliveries, the asking service's notifications, the suppression list, the audit log. Addresses are masked. Files are kept 7 days."),
+    form,
+    el("h2", {}, "Latest exports"),
+    el("table", {}, el("thead", {}, el("tr", {}, ["Id", "Kind", "Format", "Filters", "Status", "Rows", "Created", ""].map(h => el("th", {}, h)))), body),
+    empty);
+  await refresh(true);
+  return 0; // refresh reschedules itself
+}
+
 async function auditPage(main) {
   const data = await api("GET", "audit?limit=50");
   main.replaceChildren(el("h1", {}, "Audit log"),
@@ -349,6 +445,7 @@ const pages = [
   [/^\/campaigns$/, campaignsPage],
   [/^\/campaigns\/([^/]+)$/, campaignPage],
   [/^\/reserved$/, reservedPage],
+  [/^\/exports$/, exportsPage],
   [/^\/audit$/, auditPage],
   [/^\/sandbox$/, sandboxPage],
 ];

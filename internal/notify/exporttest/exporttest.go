@@ -3,6 +3,8 @@
 package exporttest
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -131,5 +133,51 @@ var cases = []struct {
 			_, err = s.CancelExport(t.Context(), "x_4", time.Now())
 			wantCode(t, err, notify.EFINISHED)
 		}
+	}},
+	{"list newest first, paged", func(t *testing.T, s notify.ExportStore) {
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		var want []string
+		for i := range 5 {
+			id := fmt.Sprintf("x_list%d", i)
+			_, _, err := s.CreateExport(t.Context(), job(id, now.Add(time.Duration(i)*time.Second)))
+			noErr(t, err)
+			want = append([]string{id}, want...) // newest first
+		}
+		// Creating one again adds no second entry.
+		_, _, err := s.CreateExport(t.Context(), job("x_list2", now))
+		noErr(t, err)
+		_, err = s.CancelExport(t.Context(), "x_list3", now)
+		noErr(t, err)
+		var got []string
+		cursor := ""
+		for range 10 {
+			page, next, err := s.ListExports(t.Context(), cursor, 2)
+			noErr(t, err)
+			if len(page) > 2 {
+				t.Fatalf("a page of limit 2 holds %d jobs", len(page))
+			}
+			for _, j := range page {
+				got = append(got, j.ID)
+				if j.ID == "x_list3" && j.Status != notify.ExportCanceled {
+					t.Errorf("listed %s as %s, want CANCELED", j.ID, j.Status)
+				}
+				if j.Service != "ops" || j.Kind != notify.ExportDeliveries || j.Filter.NotificationID != "n_1" {
+					t.Errorf("listed %+v", j)
+				}
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("listed %v, want %v", got, want)
+		}
+		for _, limit := range []int{0, notify.MaxExportPage + 1} {
+			_, _, err := s.ListExports(t.Context(), "", limit)
+			wantCode(t, err, notify.EINVALID)
+		}
+		_, _, err = s.ListExports(t.Context(), "not a cursor!", 10)
+		wantCode(t, err, notify.EINVALID)
 	}},
 }

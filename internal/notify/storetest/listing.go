@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 var listingCases = []storeCase{
 	{"Listing/FiltersAndPages", testListNotifications},
 	{"Listing/RefusesBadArguments", testListNotificationsBadArguments},
+	{"Listing/SuppressionsFilterAndPage", testListSuppressions},
+	{"Listing/SuppressionsRefuseBadArguments", testListSuppressionsBadArguments},
 }
 
 func notificationLister(t *testing.T, s notify.Store) notify.NotificationLister {
@@ -105,5 +108,88 @@ func testListNotificationsBadArguments(t *testing.T, s notify.Store) {
 		wantCode(t, err, notify.EINVALID)
 	}
 	_, _, err := l.ListNotifications(t.Context(), notify.NotificationFilter{}, "not a cursor!", 10)
+	wantCode(t, err, notify.EINVALID)
+}
+
+// listSuppressionsAll pages through a suppression listing limit entries at a time.
+func listSuppressionsAll(t *testing.T, s notify.Store, f notify.SuppressionFilter, limit int) map[string]notify.Suppression {
+	t.Helper()
+	out := map[string]notify.Suppression{}
+	cursor := ""
+	for range 200 {
+		page, next, err := s.ListSuppressions(t.Context(), f, cursor, limit)
+		noErr(t, err)
+		if len(page) > limit {
+			t.Fatalf("a page of limit %d holds %d entries", limit, len(page))
+		}
+		for _, sp := range page {
+			if _, dup := out[sp.Masked]; dup {
+				t.Fatalf("%s listed twice", sp.Masked)
+			}
+			out[sp.Masked] = sp
+		}
+		if next == "" {
+			return out
+		}
+		cursor = next
+	}
+	t.Fatal("the listing does not end")
+	return nil
+}
+
+func testListSuppressions(t *testing.T, s notify.Store) {
+	add := func(c notify.Channel, addr, reason string, d time.Duration) string {
+		t.Helper()
+		masked := notify.MaskAddress(c, addr)
+		noErr(t, s.Suppress(t.Context(), notify.Suppression{AddressKey: notify.AddressKey(c, addr), Masked: masked,
+			Channel: c, Reason: reason, CreatedAt: t0.Add(d)}))
+		return masked
+	}
+	a := add(notify.ChannelEmail, "ann@example.com", "bounce", 0)
+	b := add(notify.ChannelEmail, "bob@example.com", "complaint", time.Hour)
+	c := add(notify.ChannelSMS, "+821012345678", "invalid_number", 2*time.Hour)
+	d := add(notify.ChannelEmail, "dan@example.com", "bounce", 3*time.Hour)
+
+	keys := func(m map[string]notify.Suppression) []string {
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	sorted := func(s ...string) []string { slices.Sort(s); return s }
+	for name, c := range map[string]struct {
+		f    notify.SuppressionFilter
+		want []string
+	}{
+		"all":     {notify.SuppressionFilter{}, sorted(a, b, c, d)},
+		"channel": {notify.SuppressionFilter{Channel: notify.ChannelSMS}, sorted(c)},
+		"reason":  {notify.SuppressionFilter{Reason: "bounce"}, sorted(a, d)},
+		"both":    {notify.SuppressionFilter{Channel: notify.ChannelEmail, Reason: "complaint"}, sorted(b)},
+		"from":    {notify.SuppressionFilter{From: t0.Add(30 * time.Minute)}, sorted(b, c, d)},
+		"to":      {notify.SuppressionFilter{To: t0.Add(time.Hour)}, sorted(a)},
+		"from to": {notify.SuppressionFilter{From: t0.Add(time.Hour), To: t0.Add(3 * time.Hour)}, sorted(b, c)},
+		"none":    {notify.SuppressionFilter{Reason: "nothing"}, nil},
+	} {
+		for _, limit := range []int{1, 3, notify.MaxSuppressionPage} {
+			if got := keys(listSuppressionsAll(t, s, c.f, limit)); !slices.Equal(got, c.want) {
+				t.Errorf("%s, limit %d: listed %v, want %v", name, limit, got, c.want)
+			}
+		}
+	}
+	got := listSuppressionsAll(t, s, notify.SuppressionFilter{Channel: notify.ChannelSMS}, 10)[c]
+	if got.Channel != notify.ChannelSMS || got.Reason != "invalid_number" || !got.CreatedAt.Equal(t0.Add(2*time.Hour)) ||
+		got.AddressKey != notify.AddressKey(notify.ChannelSMS, "+821012345678") || strings.Contains(got.Masked, "12345") {
+		t.Errorf("listed %+v", got)
+	}
+}
+
+func testListSuppressionsBadArguments(t *testing.T, s notify.Store) {
+	for _, limit := range []int{0, notify.MaxSuppressionPage + 1} {
+		_, _, err := s.ListSuppressions(t.Context(), notify.SuppressionFilter{}, "", limit)
+		wantCode(t, err, notify.EINVALID)
+	}
+	_, _, err := s.ListSuppressions(t.Context(), notify.SuppressionFilter{}, "not a cursor!", 10)
 	wantCode(t, err, notify.EINVALID)
 }
