@@ -134,15 +134,16 @@ func (s *Store) CompleteExpress(ctx context.Context, id string, updates []notify
 			return 0, wrapErr(op, notify.Errorf(notify.EINVALID, "notification is not express"))
 		}
 		applied := x.Apply(updates)
-		if applied == 0 {
+		status := notify.NotificationStatus(main.Status)
+		finish := !x.Pending() && status == notify.StatusProcessing
+		if applied == 0 && !finish {
 			return 0, nil
 		}
 		b, err := json.Marshal(x)
 		if err != nil {
 			return 0, wrapErr(op, fmt.Errorf("encode express deliveries: %w", err))
 		}
-		status := notify.NotificationStatus(main.Status)
-		if !x.Pending() && status == notify.StatusProcessing {
+		if finish {
 			status = x.FinalStatus()
 		}
 		e := newExpr()

@@ -148,8 +148,9 @@ func (x *Express) Release() {
 type ExpressStore interface {
 	// CompleteExpress applies updates to id's express deliveries (Express.Apply) and, when none
 	// is left PENDING or SENDING and the status is still PROCESSING, sets the final status from
-	// the resulting Stats — one write. It returns how many updates applied. ENOTFOUND; EINVALID
-	// when id is not (or no longer) express.
+	// the resulting counts — one write, none when there is nothing to change (so with no updates
+	// it only finishes a notification whose work was all done at creation, its inbox items). It
+	// returns how many updates applied. ENOTFOUND; EINVALID when id is not (or no longer) express.
 	CompleteExpress(ctx context.Context, id string, updates []DeliveryUpdate) (int, error)
 	// HandOverExpress applies updates, releases what is left SENDING (Express.Release), and moves
 	// the express deliveries into delivery records and their counts into the notification's

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -73,13 +72,12 @@ func (p *Pipeline) express(ctx context.Context, n *notify.Notification) (stored 
 			ds[i].Status, ds[i].Attempts, ds[i].LeaseUntil, ds[i].UpdatedAt = notify.DeliverySending, 1, lease, start
 		}
 	}
-	x := &notify.Express{Deliveries: ds, Counts: tally(ds)}
+	x := &notify.Express{Deliveries: ds, Counts: tally(ds), Lease: lease}
 	n.Express, n.Status = x, notify.StatusProcessing
 	n.Stats.ChunksTotal, n.Stats.ChunksPrepared = 1, 1
-	if len(pending) > 0 {
-		x.Lease = lease
-	} else {
-		n.Status = x.FinalStatus()
+	if len(pending) == 0 && len(inbox) == 0 {
+		// Nothing left to do once stored (every delivery skipped): final at once.
+		n.Status, x.Lease = x.FinalStatus(), time.Time{}
 	}
 	stored, created, err = p.store.CreateNotification(ctx, n)
 	if err != nil || !created {
@@ -97,7 +95,12 @@ func (p *Pipeline) express(ctx context.Context, n *notify.Notification) (stored 
 func (p *Pipeline) expressSend(ctx context.Context, n *notify.Notification, inbox []notify.InboxItem, batches []sendMsg, start time.Time) error {
 	if len(inbox) > 0 {
 		if err := p.store.PutInboxItems(ctx, inbox); err != nil {
-			return fmt.Errorf("ingest %s: inbox: %w", n.ID, err)
+			// Prepare writes them again, and sends what is pending.
+			if herr := p.handOver(ctx, n); herr != nil {
+				return fmt.Errorf("ingest %s: inbox: %w (and %w)", n.ID, err, herr)
+			}
+			p.log.WarnContext(ctx, "express inbox write failed; handed to the stage queues", "notification_id", n.ID, "error", err.Error())
+			return nil
 		}
 		for _, it := range inbox {
 			p.inboxEv.Publish(ctx, it.UserID, notify.ItemEvent(it))
@@ -118,7 +121,7 @@ func (p *Pipeline) expressSend(ctx context.Context, n *notify.Notification, inbo
 		if err := p.store.HandOverExpress(ctx, n.ID, updates, false); err != nil {
 			return fmt.Errorf("ingest %s: hand over: %w", n.ID, err)
 		}
-	} else if len(updates) > 0 {
+	} else {
 		if _, err := p.store.CompleteExpress(ctx, n.ID, updates); err != nil {
 			return fmt.Errorf("ingest %s: complete: %w", n.ID, err)
 		}
@@ -142,20 +145,25 @@ func (p *Pipeline) expressSend(ctx context.Context, n *notify.Notification, inbo
 // producer's retry) already stored: nothing to do once it is final; while its lease runs, come
 // back later; after, the worker that held it died mid-send, so the stage queues take over.
 func (p *Pipeline) recoverExpress(ctx context.Context, n *notify.Notification) error {
-	if n.Status.Final() || !n.Express.Pending() {
-		return nil
+	if n.Status.Final() || n.Status != notify.StatusProcessing {
+		return nil // done, or canceled: nothing of it is sent any more
 	}
 	if wait := n.Express.Lease.Sub(p.clock.Now()); wait > 0 {
 		return &notify.Error{Code: notify.EUNAVAILABLE, RetryAfter: wait + time.Second,
 			Message: fmt.Sprintf("ingest %s: its express send is in flight; looking again when its lease ends", n.ID)}
 	}
+	if err := p.handOver(ctx, n); err != nil {
+		return err
+	}
+	p.log.WarnContext(ctx, "express send interrupted; handed to the stage queues", "notification_id", n.ID, "service", n.Service)
+	return nil
+}
+
+// handOver gives an express notification whose send did not finish to prepare, which writes
+// its inbox items again and sends what is pending (HandOverExpress with reprepare).
+func (p *Pipeline) handOver(ctx context.Context, n *notify.Notification) error {
 	if err := p.store.HandOverExpress(ctx, n.ID, nil, true); err != nil {
 		return fmt.Errorf("ingest %s: hand over: %w", n.ID, err)
 	}
-	p.log.WarnContext(ctx, "express send interrupted; handed to the stage queues", "notification_id", n.ID, "service", n.Service)
-	err := p.fanOut(ctx, n)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return err
+	return p.fanOut(ctx, n)
 }

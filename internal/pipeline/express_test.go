@@ -230,3 +230,44 @@ func TestExpressWorkerDiedMidSendIsFinishedByTheStages(t *testing.T) {
 		t.Fatalf("inbox %d items, %v; want one", len(items), err)
 	}
 }
+
+// failingInbox is a store whose inbox writes fail.
+type failingInbox struct {
+	notify.Store
+}
+
+func (failingInbox) PutInboxItems(context.Context, []notify.InboxItem) error { return errors.New("disk full") }
+
+// An inbox-only send is finished by ingest; one whose inbox write fails is handed to prepare,
+// which writes the item, and record finishes it.
+func TestExpressInboxOnlyAndAFailedInboxWrite(t *testing.T) {
+	t.Parallel()
+	b := expressHarness(t, "tok-1")
+	if fails := b.ingest(t, b.p.Ingest("shop", nil), singleSend(t, "inbox-only", "inbox")); len(fails) != 0 {
+		t.Fatal(fails[0].Err)
+	}
+	n, _ := b.st.GetNotification(t.Context(), notify.NotificationIDFor("shop", "inbox-only", b.clock.Now()))
+	if n.Status != notify.StatusSent {
+		t.Fatalf("inbox-only: status %s", n.Status)
+	}
+	broken := pipeline.New(pipeline.Deps{Store: failingInbox{b.st}, Queue: b.q, Senders: []notify.Sender{b.fcm},
+		Clock: b.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, pipeline.Config{})
+	if fails := b.ingest(t, broken.Ingest("shop", nil), singleSend(t, "k", "push", "inbox")); len(fails) != 0 {
+		t.Fatal(fails[0].Err)
+	}
+	b.drain(t, "prepare-realtime", b.p.Prepare())
+	b.drain(t, "send-realtime", b.p.Send())
+	b.drain(t, "record-realtime", b.p.Record())
+	id := notify.NotificationIDFor("shop", "k", b.clock.Now())
+	n, _ = b.st.GetNotification(t.Context(), id)
+	if n.Status != notify.StatusSent || n.Stats.Channels[notify.ChannelInbox] != (notify.ChannelStats{Total: 1, Sent: 1}) {
+		t.Fatalf("status %s, stats %+v", n.Status, n.Stats.Channels)
+	}
+	if got := b.fcm.accepted["tok-1"]; len(got) != 1 {
+		t.Fatalf("push sent %d times, want once", len(got))
+	}
+	items, _, err := b.st.ListInbox(t.Context(), "u1", "", 10, b.clock.Now())
+	if err != nil || len(items) != 2 {
+		t.Fatalf("inbox %d items, %v; want both sends' items", len(items), err)
+	}
+}

@@ -68,14 +68,16 @@ func (s *Store) CompleteExpress(ctx context.Context, id string, updates []notify
 		if x == nil {
 			return notify.Errorf(notify.EINVALID, "notification is not express")
 		}
-		if applied = x.Apply(updates); applied == 0 {
+		applied = x.Apply(updates)
+		finish := !x.Pending() && status == notify.StatusProcessing
+		if applied == 0 && !finish {
 			return nil
 		}
 		b, err := json.Marshal(x)
 		if err != nil {
 			return fmt.Errorf("encode express deliveries: %w", err)
 		}
-		if !x.Pending() && status == notify.StatusProcessing {
+		if finish {
 			status = x.FinalStatus()
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE notifications SET express = ?, status = ?, updated_at = ? WHERE id = ?`,

@@ -11,6 +11,7 @@ var expressCases = []storeCase{
 	{"Express/CreateReadList", testExpressCreateReadList},
 	{"Express/CompleteSetsFinalStatus", testExpressComplete},
 	{"Express/CompleteKeepsCanceled", testExpressCompleteKeepsCanceled},
+	{"Express/CompleteWithNothingLeft", testExpressCompleteNothingLeft},
 	{"Express/HandOverToDeliveryRecords", testExpressHandOver},
 	{"Express/HandOverToPrepareAgain", testExpressHandOverReprepare},
 	{"Express/Unknown", testExpressUnknown},
@@ -241,4 +242,25 @@ func testExpressUnknown(t *testing.T, s notify.Store) {
 	m := mustCreateNotification(t, s, newNotification("billing", ""))
 	_, err = s.CompleteExpress(t.Context(), m.ID, nil)
 	wantCode(t, err, notify.EINVALID)
+}
+
+// An express notification whose deliveries were all decided at creation (its inbox items) is
+// finished by a completion with no verdicts; once final, a completion changes nothing.
+func testExpressCompleteNothingLeft(t *testing.T, s notify.Store) {
+	n, _, inbox := newExpress("billing", "")
+	counts := map[notify.Channel]notify.ChannelStats{}
+	notify.CountDelivery(counts, inbox.Channel, inbox.Status, "", true)
+	n.Channels = []notify.Channel{notify.ChannelInbox}
+	n.Express = &notify.Express{Deliveries: []notify.Delivery{inbox}, Counts: counts, Lease: t0.Add(time.Minute)}
+	mustCreateNotification(t, s, n)
+	k, err := s.CompleteExpress(t.Context(), n.ID, nil)
+	noErr(t, err)
+	got, err := s.GetNotification(t.Context(), n.ID)
+	noErr(t, err)
+	if k != 0 || got.Status != notify.StatusSent {
+		t.Fatalf("applied %d, status %s; want 0 and SENT", k, got.Status)
+	}
+	_, err = s.CompleteExpress(t.Context(), n.ID, nil)
+	noErr(t, err)
+	wantChannel(t, getStats(t, s, n.ID), notify.ChannelInbox, notify.ChannelStats{Total: 1, Sent: 1})
 }
