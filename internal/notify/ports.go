@@ -291,6 +291,10 @@ type SendResult struct {
 	// Err is nil when accepted; otherwise an *Error whose code says what to do: EDEADADDRESS,
 	// EREJECTED, ESUPPRESSED (permanent), ETHROTTLED, EUNAVAILABLE (retry, RetryAfter honoured).
 	Err error
+	// VerdictPending is set with a nil Err when the provider accepted the message but reports its
+	// final verdict later (AlimTalk: Kakao's answer reaches Solapi after the send): the delivery
+	// is not done until a VerdictChecker reports it.
+	VerdictPending bool
 }
 
 // Sender delivers messages through one provider. Implementations are safe for concurrent use.

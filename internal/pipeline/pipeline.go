@@ -33,6 +33,12 @@ type Config struct {
 	// AlimTalkFallback sends the text of an AlimTalk that KakaoTalk cannot deliver as SMS/LMS,
 	// unless the send says otherwise (see fallBack).
 	AlimTalkFallback bool
+	// VerdictCheck is how long after a provider accepted a message with its verdict to come
+	// (AlimTalk) the first verdict check waits; each next one waits twice as long, at most 15
+	// minutes (default 30s). VerdictDeadline is how long verdicts are awaited before such a
+	// delivery counts SENT with reason verdict_unknown (default 24h). See verdict.go.
+	VerdictCheck    time.Duration
+	VerdictDeadline time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -56,6 +62,13 @@ func (c Config) withDefaults() Config {
 	}
 	if c.InboxTTL <= 0 {
 		c.InboxTTL = 30 * 24 * time.Hour
+	}
+	if c.VerdictCheck <= 0 {
+		c.VerdictCheck = DefaultVerdictCheck
+	}
+	c.VerdictCheck = min(c.VerdictCheck, 15*time.Minute)
+	if c.VerdictDeadline <= 0 {
+		c.VerdictDeadline = DefaultVerdictDeadline
 	}
 	if c.NotificationTTL <= 0 {
 		c.NotificationTTL = 2 * time.Second
