@@ -14,10 +14,11 @@ import (
 // Late verdicts. Some providers accept a message first and give their final verdict later:
 // Solapi answers an AlimTalk with "accepted" (2000), and Kakao's verdict on the recipient — not a
 // KakaoTalk user (3104), AlimTalk blocked (3107), delivered (4000) — reaches Solapi's message list
-// seconds to minutes later. A delivery the sender reports VerdictPending is not done: it is not
-// completed in the store (the realtime lane leaves it SENDING; the bulk lane leaves it out of
-// the batch's counts), so Stats.Complete stays false and record cannot finish the notification
-// early. Instead a verdict check — a message of its own kind on the lane's send queue, so no new
+// seconds to minutes later. A delivery the sender reports VerdictPending is not done: on the
+// realtime lane it stays SENDING, its provider message id recorded and its lease renewed past
+// the verdict deadline (so a duplicate of its send message finds it busy, never sends it again);
+// on the bulk lane it is left out of the batch's counts. Either way Stats.Complete stays false
+// and record cannot finish the notification early. Instead a verdict check — a message of its own kind on the lane's send queue, so no new
 // queue or permission exists for it — carries the provider message ids and asks the sender
 // (notify.VerdictChecker) in one call per check, after Config.VerdictCheck (30 s), then twice
 // as long each time up to the 15 minutes SQS can delay a message. Each verdict is classified by
@@ -89,9 +90,11 @@ func (p *Pipeline) verdictDelay(check int, sentAt time.Time) time.Duration {
 	return d
 }
 
-// awaitVerdicts takes o's deliveries whose verdict is pending out of its updates and enqueues
-// their verdict check (number `check`, counting from sentAt) on the lane's send queue. It runs
-// before o is stored, so a delivery is never left without a check that will complete it.
+// awaitVerdicts turns o's deliveries whose verdict is pending into SENDING updates that keep
+// them claimed until past the verdict deadline (recording the provider's message id, counting
+// nothing), and enqueues their verdict check (number `check`, counting from sentAt) on the
+// lane's send queue. It runs before o is stored, so a delivery is never left without a check
+// that will complete it.
 func (p *Pipeline) awaitVerdicts(ctx context.Context, n *notify.Notification, sm sendMsg, o *outcome, sentAt time.Time, check int) error {
 	if len(o.pending) == 0 {
 		return nil
@@ -100,13 +103,16 @@ func (p *Pipeline) awaitVerdicts(ctx context.Context, n *notify.Notification, sm
 	for _, it := range o.pending {
 		pending[it.DeliveryID] = true
 	}
-	kept := o.updates[:0]
-	for _, u := range o.updates {
-		if !pending[u.ID] {
-			kept = append(kept, u)
+	delay := p.verdictDelay(check, sentAt)
+	// The lease outlasts the last check, so no duplicate of the send can claim and send again
+	// meanwhile; the check completes it whatever the lease.
+	lease := sentAt.Add(p.cfg.VerdictDeadline + 15*time.Minute)
+	for i := range o.updates {
+		if u := &o.updates[i]; pending[u.ID] {
+			u.Status, u.LeaseUntil = notify.DeliverySending, lease
+			u.Detail = fmt.Sprintf("accepted by %s; its verdict is checked from %s", sm.Provider, p.clock.Now().Add(delay).UTC().Format(time.RFC3339))
 		}
 	}
-	o.updates = kept
 
 	size := MaxVerdictBatchOf(p.senders[sm.Provider])
 	var msgs []any
@@ -116,7 +122,6 @@ func (p *Pipeline) awaitVerdicts(ctx context.Context, n *notify.Notification, sm
 			Batch: sm.BatchID, Part: part, Retry: sm.Retry, Check: check, SentAt: sentAt, Items: rest[:k]})
 		rest = rest[k:]
 	}
-	delay := p.verdictDelay(check, sentAt)
 	if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, delay, msgs...); err != nil {
 		return fmt.Errorf("enqueue verdict check: %w", err)
 	}

@@ -195,7 +195,7 @@ func TestLateVerdictsRealtime(t *testing.T) {
 	alim := newLateAlimTalk()
 	sms := &fakeText{prov: notify.ProviderTwilio, got: map[string][]string{}}
 	h := newLaneHarness(t, []notify.Sender{alim, sms}, pipeline.Config{RetryBase: time.Second, RetryMax: time.Second,
-		AlimTalkFallback: true, VerdictCheck: 2 * time.Second, VerdictDeadline: time.Minute})
+		AlimTalkFallback: true, VerdictCheck: 2 * time.Second, VerdictDeadline: 5 * time.Minute})
 	ctx := t.Context()
 	const ok, lateOK, lateGone, never = "+821012345678", "+821055550010", "+821055550011", "+821055550013"
 	n := lateNotification(h.clock, notify.LaneRealtime, ok, lateOK, lateGone, never)
@@ -203,8 +203,9 @@ func TestLateVerdictsRealtime(t *testing.T) {
 	h.drain(t, "prepare-realtime", h.p.Prepare())
 
 	// The send: every AlimTalk accepted, none done.
-	if got := h.step(t, "send-realtime", h.p.Send()); len(got) != 1 || isCheck(got[0]) {
-		t.Fatalf("first send step handled %d messages", len(got))
+	first := h.step(t, "send-realtime", h.p.Send())
+	if len(first) != 1 || isCheck(first[0]) {
+		t.Fatalf("first send step handled %d messages", len(first))
 	}
 	h.drain(t, "record-realtime", h.p.Record())
 	stored, err := h.st.GetNotification(ctx, n.ID)
@@ -219,9 +220,15 @@ func TestLateVerdictsRealtime(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range ds {
-		if d.Status != notify.DeliverySending {
-			t.Fatalf("delivery %s is %s before its verdict, want SENDING", d.ID, d.Status)
+		if d.Status != notify.DeliverySending || !strings.HasPrefix(d.ProviderMessageID, "M4V") || !strings.Contains(d.Detail, "verdict") {
+			t.Fatalf("delivery %+v before its verdict, want SENDING with its provider message id", d)
 		}
+	}
+	// A duplicate of the send message, two minutes on (past the send lease): the accepted
+	// deliveries are still claimed, so nothing is sent again.
+	h.clock.Add(2 * time.Minute)
+	if err := h.q.Send(ctx, "send-realtime", notify.OutMessage{Body: first[0]}); err != nil {
+		t.Fatal(err)
 	}
 
 	sends := h.drain(t, "send-realtime", h.p.Send())
