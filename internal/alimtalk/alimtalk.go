@@ -24,9 +24,11 @@
 //     malformed request).
 //
 // Kakao's own verdict on a recipient (3104, 3107, 3103 template mismatch) reaches Solapi after
-// the send response, so Solapi reports it later (message list, webhooks); the one table in
-// errors.go classifies those codes wherever they are read, and the sandbox answers them at once
-// in failedMessageList so every path can be exercised.
+// the send response, so Solapi reports it later (message list, webhooks). An accepted message
+// (2000) is therefore sent with its verdict pending (SendResult.VerdictPending), and Verdicts
+// reads the message list (list.go) for it; the one table in errors.go classifies the codes
+// wherever they are read. The sandbox answers some numbers' verdicts at once in
+// failedMessageList and others late in its message list, so every path can be exercised.
 package alimtalk
 
 import (

@@ -125,7 +125,9 @@ func (p *Pipeline) awaitVerdicts(ctx context.Context, n *notify.Notification, sm
 	if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, delay, msgs...); err != nil {
 		return fmt.Errorf("enqueue verdict check: %w", err)
 	}
-	p.metric(ctx, "VerdictsPending", len(o.pending), map[string]string{"Provider": string(sm.Provider)})
+	if check == 1 { // deliveries accepted with their verdict to come, each counted once
+		p.metric(ctx, "VerdictsPending", len(o.pending), map[string]string{"Provider": string(sm.Provider)})
+	}
 	p.log.DebugContext(ctx, "verdicts pending", "notification_id", n.ID, "provider", sm.Provider,
 		"deliveries", len(o.pending), "check", check, "check_in", delay)
 	o.pending = nil
