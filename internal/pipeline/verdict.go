@@ -114,7 +114,7 @@ func (p *Pipeline) awaitVerdicts(ctx context.Context, n *notify.Notification, sm
 		}
 	}
 
-	size := MaxVerdictBatchOf(p.senders[sm.Provider])
+	size := maxVerdictBatch(p.senders[sm.Provider])
 	var msgs []any
 	for part, rest := 0, o.pending; len(rest) > 0; part++ {
 		k := min(len(rest), size)
@@ -134,8 +134,8 @@ func (p *Pipeline) awaitVerdicts(ctx context.Context, n *notify.Notification, sm
 	return nil
 }
 
-// MaxVerdictBatchOf is how many deliveries one verdict check of s asks about.
-func MaxVerdictBatchOf(s notify.Sender) int {
+// maxVerdictBatch is how many deliveries one verdict check of s asks about.
+func maxVerdictBatch(s notify.Sender) int {
 	if c, ok := s.(notify.VerdictChecker); ok && c.MaxVerdictBatch() > 0 {
 		return c.MaxVerdictBatch()
 	}
