@@ -14,10 +14,11 @@ import (
 // The message list: GET /messages/v4/list, Solapi's read of stored messages and their current
 // status, what Herald polls for Kakao's late verdicts. What this file follows:
 //
-//   - Request: the query parameters of Solapi's official Node SDK (getMessages), which sends
-//     messageIds repeated once per id (messageIds=A&messageIds=B, no brackets) and limit; the
-//     API reference documents the single-id form (criteria=messageId&cond=eq&value=…), and
-//     startKey and limit — https://docs.solapi.com/api-reference/messages/getmessagelist
+//   - Request: the query parameters of Solapi's official Node SDK (MessageService.getMessages),
+//     which sends messageIds repeated once per id (messageIds=A&messageIds=B, no brackets) and
+//     limit; the API reference (api-reference/messages/getmessagelist in Solapi's documentation
+//     repository) documents the single-id form (criteria=messageId&cond=eq&value=…), startKey
+//     and limit, and the answer's shape.
 //   - Authentication: the same HMAC-SHA256 Authorization header as sending (permission
 //     message:read).
 //   - Response: {"startKey", "nextKey", "limit", "messageList": {"<messageId>": {"messageId",

@@ -19,8 +19,9 @@ import (
 
 // lateAlimTalk accepts every AlimTalk with its verdict pending, as Solapi does, and answers
 // Verdicts by the number's ending: 0011 is pending at the first look and unreachable from the
-// second, 0010 pending and then delivered, 0013 never has a verdict; any other number is
-// delivered at the first look.
+// second, 0010 pending and then delivered, 0013 never has a verdict, 0014's first send fails
+// transiently (its second is delivered), 0015 is refused; any other number is delivered at the
+// first look.
 type lateAlimTalk struct {
 	mu    sync.Mutex
 	got   map[string]int    // address -> AlimTalks accepted
@@ -66,6 +67,10 @@ func (f *lateAlimTalk) Verdicts(_ context.Context, qs []notify.VerdictQuery) ([]
 			r.VerdictPending = true
 		case strings.HasSuffix(a, "0011"):
 			r.Err = notify.Errorf(notify.EUNREACHABLE, "3104 not a KakaoTalk user")
+		case strings.HasSuffix(a, "0014") && f.got[a] == 1:
+			r.Err = notify.Errorf(notify.EUNAVAILABLE, "3043 handset off")
+		case strings.HasSuffix(a, "0015"):
+			r.Err = notify.Errorf(notify.EREJECTED, "3103 message does not match the template")
 		}
 		out[i] = r
 	}
@@ -388,5 +393,47 @@ func TestLateVerdictsBulk(t *testing.T) {
 	}
 	if stored.Status != notify.StatusSent {
 		t.Errorf("status %s, want SENT", stored.Status)
+	}
+}
+
+// A late verdict is classified like an immediate answer: a transient failure (the handset was
+// off) sends the AlimTalk again, whose own verdict is then read; a refusal ends FAILED with no
+// fallback.
+func TestLateVerdictRetryAndRefusal(t *testing.T) {
+	t.Parallel()
+	alim := newLateAlimTalk()
+	sms := &fakeText{prov: notify.ProviderTwilio, got: map[string][]string{}}
+	h := newLaneHarness(t, []notify.Sender{alim, sms}, pipeline.Config{RetryBase: time.Second, RetryMax: time.Second,
+		AlimTalkFallback: true, VerdictCheck: 2 * time.Second})
+	n := lateNotification(h.clock, notify.LaneRealtime, "+821055550014", "+821055550015")
+	createAndPrepare(t, h, n)
+	h.drain(t, "prepare-realtime", h.p.Prepare())
+	h.drain(t, "send-realtime", h.p.Send())
+	h.drain(t, "record-realtime", h.p.Record())
+
+	if got := alim.got["01055550014"]; got != 2 {
+		t.Errorf("transient late failure: %d AlimTalks, want 2 (sent again)", got)
+	}
+	if got := alim.got["01055550015"]; got != 1 || len(sms.got) != 0 {
+		t.Errorf("refused: %d AlimTalks, sms %v; want 1 and none", got, sms.got)
+	}
+	stored, err := h.st.GetNotification(t.Context(), n.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Status != notify.StatusPartiallySent || stored.Stats.FailedByReason[notify.ReasonRejected] != 1 {
+		t.Errorf("status %s, failed %v; want PARTIALLY_SENT, 1 rejected", stored.Status, stored.Stats.FailedByReason)
+	}
+	ds, _, err := h.st.ListDeliveries(t.Context(), n.ID, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		switch {
+		case d.Status == notify.DeliverySent && d.Attempts == 2:
+		case d.Status == notify.DeliveryFailed && d.Reason == notify.ReasonRejected && strings.Contains(d.Detail, "3103"):
+		default:
+			t.Errorf("delivery %+v", d)
+		}
 	}
 }
