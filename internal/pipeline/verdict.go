@@ -18,10 +18,11 @@ import (
 // realtime lane it stays SENDING, its provider message id recorded and its lease renewed past
 // the verdict deadline (so a duplicate of its send message finds it busy, never sends it again);
 // on the bulk lane it is left out of the batch's counts. Either way Stats.Complete stays false
-// and record cannot finish the notification early. Instead a verdict check — a message of its own kind on the lane's send queue, so no new
-// queue or permission exists for it — carries the provider message ids and asks the sender
-// (notify.VerdictChecker) in one call per check, after Config.VerdictCheck (30 s), then twice
-// as long each time up to the 15 minutes SQS can delay a message. Each verdict is classified by
+// and record cannot finish the notification early. Instead a verdict check — a message of its
+// own kind on the lane's send queue, so no new queue or permission exists for it — carries the
+// provider message ids and asks the sender (notify.VerdictChecker) in one call per check, after
+// Config.VerdictCheck (30 s), then twice as long each time up to the 15 minutes SQS can delay a
+// message. Each verdict is classified by
 // deliver, exactly as an immediate answer would be: delivered is SENT, unreachable goes to the
 // SMS/LMS fallback (fallBack), a retryable failure is sent again, a permanent one FAILED. A
 // delivery still without a verdict Config.VerdictDeadline (24 h) after it was accepted is
