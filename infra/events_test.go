@@ -21,7 +21,8 @@ func TestOperatorEvents(t *testing.T) {
 
 		// Who may put events: exactly the emitters, and only on the bus.
 		putters := map[string]bool{}
-		for _, id := range s.ofType("AWS::IAM::Policy") {
+		// A role's statements may overflow from its inline policy into a managed one.
+		for _, id := range append(s.ofType("AWS::IAM::Policy"), s.ofType("AWS::IAM::ManagedPolicy")...) {
 			p := s.props(id)
 			for _, st := range list(p["PolicyDocument"].(map[string]any)["Statement"]) {
 				st := st.(map[string]any)
@@ -136,7 +137,8 @@ func TestSlackAlerts(t *testing.T) {
 		// The role: logs and the one secret.
 		role := s.idByProp(t, "AWS::IAM::Role", "RoleName", "herald-"+env+"-fn-alerts")
 		var actions []string
-		for _, id := range s.ofType("AWS::IAM::Policy") {
+		// A role's statements may overflow from its inline policy into a managed one.
+		for _, id := range append(s.ofType("AWS::IAM::Policy"), s.ofType("AWS::IAM::ManagedPolicy")...) {
 			pp := s.props(id)
 			if !slices.ContainsFunc(list(pp["Roles"]), func(r any) bool { return ref(r) == role }) {
 				continue

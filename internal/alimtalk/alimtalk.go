@@ -24,9 +24,11 @@
 //     malformed request).
 //
 // Kakao's own verdict on a recipient (3104, 3107, 3103 template mismatch) reaches Solapi after
-// the send response, so Solapi reports it later (message list, webhooks); the one table in
-// errors.go classifies those codes wherever they are read, and the sandbox answers them at once
-// in failedMessageList so every path can be exercised.
+// the send response, so Solapi reports it later (message list, webhooks). An accepted message
+// (2000) is therefore sent with its verdict pending (SendResult.VerdictPending), and Verdicts
+// reads the message list (list.go) for it; the one table in errors.go classifies the codes
+// wherever they are read. The sandbox answers some numbers' verdicts at once in
+// failedMessageList and others late in its message list, so every path can be exercised.
 package alimtalk
 
 import (
@@ -217,9 +219,22 @@ func (s *Sender) MaxBatch() int { return MaxBatch }
 // ESUPPRESSED, EDEADADDRESS, ETHROTTLED, EUNAVAILABLE, EAUTH or EINTERNAL. The call itself
 // fails with ETOOLARGE for more than MaxBatch messages, and with EUNAVAILABLE if ctx is done
 // before anything was sent.
+//
+// A message Solapi accepted (2000) is sent as far as Solapi can say: its result has the message
+// id and VerdictPending, since Kakao's verdict on the recipient comes later (see Verdicts).
 func (s *Sender) Send(ctx context.Context, msgs []notify.OutboundMessage) ([]notify.SendResult, error) {
-	return notify.SendEach(ctx, notify.ProviderAlimTalk, MaxBatch, s.slots, msgs, s.sendOne)
+	res, err := notify.SendEach(ctx, notify.ProviderAlimTalk, MaxBatch, s.slots, msgs, s.sendOne)
+	for i := range res {
+		if errors.Is(res[i].Err, errVerdictPending) {
+			res[i].Err, res[i].VerdictPending = nil, true
+		}
+	}
+	return res, err
 }
+
+// errVerdictPending is how sendOne says "accepted, verdict pending" through notify.SendEach; Send
+// turns it into SendResult.VerdictPending.
+var errVerdictPending = errors.New("alimtalk: accepted, verdict pending")
 
 func (s *Sender) sendOne(ctx context.Context, m notify.OutboundMessage) (string, error) {
 	app, ok := s.cfg.Apps[m.App]
@@ -305,6 +320,9 @@ func (s *Sender) post(ctx context.Context, body sendRequest, deliveryID, phone s
 		if code := statusCode(m.StatusCode); code != "" {
 			return "", classifyStatus(m.StatusCode, m.StatusMessage, deliveryID, phone)
 		}
+		if m.MessageID != "" && VerdictPending(m.StatusCode) {
+			return m.MessageID, errVerdictPending
+		}
 		if m.MessageID != "" {
 			return m.MessageID, nil
 		}
@@ -313,6 +331,74 @@ func (s *Sender) post(ctx context.Context, body sendRequest, deliveryID, phone s
 		return out.GroupInfo.GroupID, nil // no message list: the group names the send
 	}
 	return "", notify.Errorf(notify.EINTERNAL, "alimtalk send %s: HTTP %d without an accepted or failed message", deliveryID, resp.StatusCode)
+}
+
+// MaxVerdictBatch is MaxListBatch: one list call per Verdicts call.
+func (s *Sender) MaxVerdictBatch() int { return MaxListBatch }
+
+var _ notify.VerdictChecker = (*Sender)(nil)
+
+// Verdicts asks Solapi's message list for the current status of the messages in qs, in one
+// request, and classifies each with the one status-code table: delivered (4000), still pending
+// (2000, 3000, or not listed yet), or the error of a final failure — EUNREACHABLE for 3104 and
+// 3107, the SMS/LMS fallback's trigger. The call fails with ETOOLARGE for more than
+// MaxVerdictBatch queries, and as a send would for an answer that is not 2xx.
+func (s *Sender) Verdicts(ctx context.Context, qs []notify.VerdictQuery) ([]notify.SendResult, error) {
+	if len(qs) > MaxListBatch {
+		return nil, notify.Errorf(notify.ETOOLARGE, "%d verdict queries; one alimtalk list call takes at most %d", len(qs), MaxListBatch)
+	}
+	if len(qs) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(qs))
+	for i, q := range qs {
+		ids[i] = q.ProviderMessageID
+	}
+	path, err := ListQuery(ids)
+	if err != nil {
+		return nil, fmt.Errorf("alimtalk verdicts: %w", err)
+	}
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	case <-ctx.Done():
+		return nil, notify.Wrap(notify.EUNAVAILABLE, ctx.Err(), "alimtalk verdicts canceled")
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.cfg.BaseURL, "/")+path, nil)
+	if err != nil {
+		return nil, notify.Wrap(notify.EINTERNAL, err, "alimtalk verdicts: request")
+	}
+	auth, err := Authorization(s.cfg.APIKey, s.cfg.APISecret, s.now())
+	if err != nil {
+		return nil, notify.Wrap(notify.EINTERNAL, err, "alimtalk verdicts: sign")
+	}
+	req.Header.Set("Authorization", auth)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, classifyHTTP(err, 0, apiError{}, 0, "verdicts", "")
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		var e apiError
+		_ = json.Unmarshal(raw, &e)
+		return nil, classifyHTTP(err, resp.StatusCode, e, notify.ParseRetryAfter(resp.Header.Get("Retry-After"), s.now()), "verdicts", "")
+	}
+	if err != nil {
+		return nil, notify.Wrap(notify.EUNAVAILABLE, err, "alimtalk verdicts: read answer")
+	}
+	listed, err := ParseList(raw)
+	if err != nil {
+		return nil, notify.Wrap(notify.EINTERNAL, err, "alimtalk verdicts: HTTP %d", resp.StatusCode)
+	}
+	out := make([]notify.SendResult, len(qs))
+	for i, q := range qs {
+		st, ok := listed[q.ProviderMessageID]
+		out[i] = verdictOf(st, ok, q)
+	}
+	return out, nil
 }
 
 // Authorization is Solapi's HMAC-SHA256 Authorization header for a request at now: a fresh

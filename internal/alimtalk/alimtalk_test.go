@@ -96,8 +96,8 @@ func TestSendEveryRule(t *testing.T) {
 			t.Errorf("%s: result for %s", tt.name, r.DeliveryID)
 		}
 		if tt.code == "" {
-			if r.Err != nil || !strings.HasPrefix(r.ProviderMessageID, "M4V") {
-				t.Errorf("%s: %+v, want sent with a Solapi message id", tt.name, r)
+			if r.Err != nil || !strings.HasPrefix(r.ProviderMessageID, "M4V") || !r.VerdictPending {
+				t.Errorf("%s: %+v, want accepted with a Solapi message id, its verdict pending", tt.name, r)
 				continue
 			}
 			got := f.srv.Recorder.List("alimtalk", tt.recorded)
@@ -268,5 +268,76 @@ func TestNewValidates(t *testing.T) {
 				t.Errorf("%s: %q does not mention %q", tt.name, err, w)
 			}
 		}
+	}
+}
+
+// Kakao's verdict comes after the send: an accepted AlimTalk's result is VerdictPending, and
+// Verdicts reads the message list — one request for all — until each has its final status:
+// delivered, or unreachable (3104, 3107) late, classified as the immediate answers are.
+func TestLateVerdicts(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	msgs := []notify.OutboundMessage{
+		talk("ok", "+821012345678", "ORDER_SHIPPED"),
+		talk("late-ok", "010-5555-0010", "ORDER_SHIPPED"),
+		talk("late-3104", "+821055550011", "ORDER_SHIPPED"),
+		talk("late-3107", "01055550012", "ORDER_SHIPPED"),
+	}
+	res, err := f.sender.Send(t.Context(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := make([]notify.VerdictQuery, len(res))
+	for i, r := range res {
+		if r.Err != nil || !r.VerdictPending || !strings.HasPrefix(r.ProviderMessageID, "M4V") {
+			t.Fatalf("%s: %+v, want accepted, verdict pending", msgs[i].DeliveryID, r)
+		}
+		qs[i] = notify.VerdictQuery{DeliveryID: r.DeliveryID, ProviderMessageID: r.ProviderMessageID, Address: msgs[i].Address}
+	}
+	qs = append(qs, notify.VerdictQuery{DeliveryID: "d_unknown", ProviderMessageID: "M4V20261201000000NOTSENTBYHERALD", Address: "01012349999"})
+
+	type want struct {
+		pending bool
+		code    string
+	}
+	check := func(round string, wants []want) {
+		t.Helper()
+		got, err := f.sender.Verdicts(t.Context(), qs)
+		if err != nil {
+			t.Fatalf("%s: %v", round, err)
+		}
+		if len(got) != len(qs) {
+			t.Fatalf("%s: %d results for %d queries", round, len(got), len(qs))
+		}
+		for i, w := range wants {
+			r := got[i]
+			if r.DeliveryID != qs[i].DeliveryID || r.ProviderMessageID != qs[i].ProviderMessageID ||
+				r.VerdictPending != w.pending || notify.ErrorCode(r.Err) != w.code {
+				t.Errorf("%s: %s: %+v, want pending %v code %q", round, qs[i].DeliveryID, r, w.pending, w.code)
+			}
+			if r.Err != nil && (strings.Contains(r.Err.Error(), "5555001") || strings.Contains(r.Err.Error(), qs[i].Address)) {
+				t.Errorf("%s: %s: the error shows the phone: %v", round, qs[i].DeliveryID, r.Err)
+			}
+		}
+	}
+	check("first report", []want{{false, ""}, {true, ""}, {true, ""}, {true, ""}, {true, ""}})
+	check("second report", []want{{false, ""}, {false, ""}, {false, notify.EUNREACHABLE}, {false, notify.EUNREACHABLE}, {true, ""}})
+
+	if _, err := f.sender.Verdicts(t.Context(), make([]notify.VerdictQuery, alimtalk.MaxListBatch+1)); !notify.IsCode(err, notify.ETOOLARGE) {
+		t.Errorf("too many queries: %v, want ETOOLARGE", err)
+	}
+	// The late numbers were accepted: they are listed with the sandbox's deliveries.
+	if got := f.srv.Recorder.List("alimtalk", "01055550011"); len(got) != 1 || got[0].Data["late_verdict"] != "3104" {
+		t.Errorf("late 3104 recorded %+v", got)
+	}
+}
+
+// A list request Solapi refuses is an error of the whole call, classified like a send's.
+func TestVerdictsRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(c *alimtalk.Config) { c.APISecret = "wrong-secret-0123456789" })
+	_, err := f.sender.Verdicts(t.Context(), []notify.VerdictQuery{{DeliveryID: "d_1", ProviderMessageID: "M4V1", Address: "01012345678"}})
+	if !notify.IsCode(err, notify.EAUTH) || !notify.IsRetryable(err) {
+		t.Fatalf("wrong secret: %v, want a retryable EAUTH", err)
 	}
 }

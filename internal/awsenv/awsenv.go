@@ -186,6 +186,8 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 			SendLease: cfg.Lanes["realtime"].Send.VisibilityTimeout.D(), InboxTTL: cfg.Inbox.TTL.D(),
 			QuietHours: cfg.QuietHoursPolicy(), AdPrefix: cfg.Marketing.AdPrefix,
 			AlimTalkFallback: cfg.Providers.AlimTalk.FallbackSMS(),
+			VerdictCheck:     cfg.Providers.AlimTalk.VerdictCheck.D(),
+			VerdictDeadline:  cfg.Providers.AlimTalk.VerdictDeadline.D(),
 		})
 	return e, nil
 }

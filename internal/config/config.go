@@ -191,6 +191,12 @@ type AlimTalk struct {
 	// SMS, or LMS when longer, through the SMS provider) or "none" (the default). A send may
 	// choose otherwise with channel_content.alimtalk.data.alimtalk_fallback.
 	Fallback string `yaml:"fallback"`
+	// VerdictCheck is how long after Solapi accepted an AlimTalk Herald first reads its message
+	// list for Kakao's verdict (each next read waits twice as long, at most 15 minutes): default
+	// 30s. VerdictDeadline is how long it keeps reading before a delivery with no verdict counts
+	// as sent ("verdict_unknown"): default 24h.
+	VerdictCheck    Duration `yaml:"verdict_check"`
+	VerdictDeadline Duration `yaml:"verdict_deadline"`
 }
 
 // FallbackSMS reports whether unreachable AlimTalk recipients fall back to SMS by default.
@@ -542,6 +548,12 @@ func (c *Config) Validate() error {
 		if a.RatePerSecond < 0 {
 			bad("providers.alimtalk.rate_per_second", "must not be negative (0 is unlimited)")
 		}
+		if a.VerdictCheck < 0 || a.VerdictCheck.D() > 15*time.Minute {
+			bad("providers.alimtalk.verdict_check", "must be from 0 (the default, 30s) to 15m, the longest SQS delay")
+		}
+		if a.VerdictDeadline < 0 || (a.VerdictDeadline > 0 && a.VerdictDeadline < a.VerdictCheck) {
+			bad("providers.alimtalk.verdict_deadline", "must not be negative or shorter than verdict_check (0 is the default, 24h)")
+		}
 		switch a.Fallback {
 		case "", "none", "sms":
 		default:
@@ -701,7 +713,9 @@ func Dev() *Config {
 			SES:    SES{From: "Herald Sandbox <noreply@sandbox.herald.local>"},
 			Twilio: Twilio{AccountSID: "AC00000000000000000000000000000000", AuthToken: "sandboxtoken0000", From: "+15005550006"},
 			AlimTalk: AlimTalk{APIKey: "NCSSANDBOX0000000", APISecret: "sandbox-alimtalk-secret",
-				Apps: map[string]AlimTalkApp{"default": {SenderKey: "KA01PF000000000000sandbox"}}},
+				Apps: map[string]AlimTalkApp{"default": {SenderKey: "KA01PF000000000000sandbox"}},
+				// The sandbox reports verdicts at once: a short first read keeps a local send quick.
+				VerdictCheck: Duration(time.Second)},
 			WebPush: WebPush{VAPIDPublicKey: DevVAPIDPublicKey, VAPIDPrivateKey: devVAPIDPrivateKey,
 				Subscriber: "mailto:dev@sandbox.herald.local"},
 		},

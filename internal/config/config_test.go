@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDevIsValid(t *testing.T) {
@@ -87,11 +88,14 @@ func TestAlimTalkConfig(t *testing.T) {
     api_key: NCSKEY
     api_secret_secret: herald/dev/solapi-api-secret
     apps: {default: {sender_key: KA01PF1}}
+    verdict_check: 45s
+    verdict_deadline: 12h
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := c.Providers.AlimTalk; a.RatePerSecond != 50 || a.APIKey != "NCSKEY" || a.APISecretSecret != "herald/dev/solapi-api-secret" || a.Apps["default"].SenderKey != "KA01PF1" {
+	if a := c.Providers.AlimTalk; a.RatePerSecond != 50 || a.APIKey != "NCSKEY" || a.APISecretSecret != "herald/dev/solapi-api-secret" || a.Apps["default"].SenderKey != "KA01PF1" ||
+		a.VerdictCheck.D() != 45*time.Second || a.VerdictDeadline.D() != 12*time.Hour {
 		t.Errorf("parsed %+v", a)
 	}
 	if _, err := Parse([]byte(head)); err != nil {
@@ -107,6 +111,10 @@ func TestAlimTalkConfig(t *testing.T) {
 				"providers.alimtalk.base_url", "providers.alimtalk.rate_per_second"}},
 		{"app without sender key", "  alimtalk: {api_key: K, api_secret: s, apps: {kr: {}}}\n", []string{"providers.alimtalk.apps.kr.sender_key"}},
 		{"misspelt key", "  alimtalk: {api_key: K, api_secret: s, apps: {kr: {pfid: x}}}\n", []string{"pfid"}},
+		{"verdict check over SQS's longest delay", "  alimtalk: {api_key: K, api_secret: s, apps: {kr: {sender_key: P}}, verdict_check: 16m}\n",
+			[]string{"providers.alimtalk.verdict_check"}},
+		{"verdict deadline before the first check", "  alimtalk: {api_key: K, api_secret: s, apps: {kr: {sender_key: P}}, verdict_check: 5m, verdict_deadline: 1m}\n",
+			[]string{"providers.alimtalk.verdict_deadline"}},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(head + tt.yaml))

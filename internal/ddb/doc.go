@@ -139,7 +139,8 @@
 //   - CompleteDeliveries: a consistent BatchGetItem reads channel, status and shard (the channel
 //     decides which counter moves), then transactions of ≤ 98 updates conditioned on status =
 //     SENDING and the notification id + 1 shard ADD; lost conditions are dropped and the rest
-//     retried.
+//     retried. A SENDING verdict (accepted, verdict to come) sets the new lease_until and moves
+//     no counter; every other verdict sets lease_until to 0.
 //   - SetNotificationStatus / SetChunksTotal: conditional UpdateItem (attribute_exists, status IN
 //     from); ALL_OLD on failure tells ENOTFOUND from ECONFLICT.
 //   - PutDevice: transaction of the device put and the owner item put conditioned on

@@ -440,9 +440,9 @@ func (s *Store) ClaimDeliveries(ctx context.Context, ids []string, now, leaseUnt
 func (s *Store) CompleteDeliveries(ctx context.Context, notificationID string, updates []notify.DeliveryUpdate) (int, error) {
 	op := "complete deliveries of " + notificationID
 	for i, u := range updates {
-		if u.Status != notify.DeliveryPending && !u.Status.Terminal() {
+		if !u.ValidVerdict() {
 			return 0, wrapErr(op, notify.FieldError(fmt.Sprintf("updates[%d].status", i),
-				"verdict must be SENT, FAILED, SKIPPED, EXPIRED or PENDING, not %q", u.Status))
+				"verdict must be SENT, FAILED, SKIPPED, EXPIRED, PENDING, or SENDING with a lease, not %q", u.Status))
 		}
 	}
 	if len(updates) == 0 {
@@ -547,7 +547,11 @@ func (s *Store) verdictUpdate(notificationID string, u notify.DeliveryUpdate, no
 	}
 	e := newExpr()
 	st := e.n("status")
-	set := []string{st + " = " + e.s(string(u.Status)), e.n("lease_until") + " = " + e.i(0), e.n("updated_at") + " = " + e.i(nanos(at))}
+	lease := int64(0) // a verdict ends the claim; SENDING (verdict to come) renews it
+	if u.Status == notify.DeliverySending {
+		lease = nanos(u.LeaseUntil)
+	}
+	set := []string{st + " = " + e.s(string(u.Status)), e.n("lease_until") + " = " + e.i(lease), e.n("updated_at") + " = " + e.i(nanos(at))}
 	var remove []string
 	for _, f := range []struct{ name, value string }{
 		{"reason", u.Reason}, {"detail", u.Detail}, {"provider_message_id", u.ProviderMessageID},

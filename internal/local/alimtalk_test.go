@@ -2,6 +2,8 @@ package local
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -9,12 +11,14 @@ import (
 	"time"
 
 	"herald/internal/config"
+	"herald/internal/notify"
 )
 
 // setupFallback is setup with AlimTalk's SMS fallback configured on (providers.alimtalk.fallback).
 func setupFallback(t *testing.T, fallback string) *env {
 	t.Helper()
 	cfg := config.Dev()
+	cfg.Providers.AlimTalk.VerdictCheck = config.Duration(200 * time.Millisecond)
 	cfg.Retry.Base = config.Duration(100 * time.Millisecond)
 	cfg.Retry.Max = config.Duration(2 * time.Second)
 	cfg.Providers.AlimTalk.Fallback = fallback
@@ -39,12 +43,13 @@ type alimtalkStatus struct {
 	Stats           map[string]struct{ Total, Sent, Failed, Skipped int } `json:"stats"`
 	SkippedByReason map[string]int                                        `json:"skipped_by_reason"`
 	Deliveries      []struct {
-		ID      string `json:"id"`
-		Channel string `json:"channel"`
-		Address string `json:"address"`
-		Status  string `json:"status"`
-		Reason  string `json:"reason"`
-		Detail  string `json:"detail"`
+		ID                string `json:"id"`
+		Channel           string `json:"channel"`
+		Address           string `json:"address"`
+		Status            string `json:"status"`
+		Reason            string `json:"reason"`
+		Detail            string `json:"detail"`
+		ProviderMessageID string `json:"provider_message_id"`
 	} `json:"deliveries"`
 }
 
@@ -233,5 +238,103 @@ func TestAlimTalkRefusals(t *testing.T) {
 	}, &errResp)
 	if code != http.StatusBadRequest || errResp.Error.Field != "channel_content.alimtalk.data.alimtalk_template" {
 		t.Fatalf("no template code = %d %+v", code, errResp)
+	}
+}
+
+// Kakao's verdict comes after Solapi accepted the AlimTalk: the sandbox reports numbers ending
+// 0011 "not a KakaoTalk user" and 0010 delivered only from its message list's second report.
+// Herald reads the list until the verdicts are in: the late-unreachable recipient gets one SMS
+// with the same text (the notification shows both attempts), the late-delivered one is SENT
+// with no SMS, and a verdict check delivered again sends nothing twice.
+func TestAlimTalkLateVerdicts(t *testing.T) {
+	t.Parallel()
+	e := setupFallback(t, "sms")
+	const text = "주문 1001이 발송되었습니다."
+	var acc struct {
+		ID string `json:"id"`
+	}
+	if code := e.do("POST", "/v1/notifications", map[string]any{
+		"channels":        []string{"alimtalk"},
+		"content":         map[string]any{"body": text},
+		"channel_content": map[string]any{"alimtalk": map[string]any{"data": map[string]string{"alimtalk_template": "TPL_SHIPPED_01"}}},
+		"recipients":      []map[string]any{{"phone": "+821055550011"}, {"phone": "+821055550010"}, {"phone": "+821012345678"}},
+	}, &acc); code != http.StatusAccepted {
+		t.Fatalf("send = %d", code)
+	}
+	st := e.waitAlimTalk(acc.ID)
+	if st.Status != "SENT" {
+		t.Fatalf("status %s, want SENT; deliveries %+v", st.Status, st.Deliveries)
+	}
+	for _, n := range []string{"01055550011", "01055550010", "01012345678"} {
+		if got := e.rt.Sandbox.Recorder.List("alimtalk", n); len(got) != 1 {
+			t.Fatalf("alimtalk to %s: %+v, want one accepted", n, got)
+		}
+	}
+	sms := e.rt.Sandbox.Recorder.List("twilio", "+821055550011")
+	if len(sms) != 1 || sms[0].Body != text {
+		t.Fatalf("fallback sms %+v, want one with the AlimTalk's text", sms)
+	}
+	for _, n := range []string{"+821055550010", "+821012345678"} {
+		if got := e.rt.Sandbox.Recorder.List("twilio", n); len(got) != 0 {
+			t.Fatalf("a delivered recipient %s got an SMS: %+v", n, got)
+		}
+	}
+	var alimID, pmid, smsID string
+	sent := 0
+	for _, d := range st.Deliveries {
+		switch {
+		case d.Channel == "sms":
+			smsID = d.ID
+			if d.Status != "SENT" || !strings.HasPrefix(d.Detail, "SMS fallback of alimtalk delivery ") {
+				t.Fatalf("fallback delivery %+v", d)
+			}
+		case d.Status == "SKIPPED":
+			alimID, pmid = d.ID, d.ProviderMessageID
+			if d.Reason != "unreachable" || !strings.Contains(d.Detail, "3104") || !strings.HasPrefix(pmid, "M4V") {
+				t.Fatalf("late unreachable alimtalk delivery %+v", d)
+			}
+		case d.Status == "SENT" && strings.HasPrefix(d.ProviderMessageID, "M4V") && d.Reason == "":
+			sent++
+		default:
+			t.Fatalf("delivery %+v", d)
+		}
+	}
+	if len(st.Deliveries) != 4 || sent != 2 || alimID == "" || smsID == "" {
+		t.Fatalf("deliveries %+v: want 2 delivered, 1 unreachable and its SMS", st.Deliveries)
+	}
+	if c := st.Stats["alimtalk"]; c.Total != 3 || c.Sent != 2 || c.Skipped != 1 {
+		t.Fatalf("alimtalk stats %+v", c)
+	}
+
+	// The verdict check of the unreachable delivery, delivered again.
+	body, _ := json.Marshal(map[string]any{"kind": "verdict_check", "notification_id": acc.ID, "provider": "alimtalk",
+		"app": "default", "check": 1, "sent_at": time.Now().UTC(),
+		"items": []map[string]any{{"id": alimID, "address": "01055550011", "provider_message_id": pmid, "attempt": 1}}})
+	if err := e.rt.Queue.Send(t.Context(), "send-realtime", notify.OutMessage{Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		qs, err := e.rt.Queue.Stats(t.Context(), "send-realtime")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if qs.Visible+qs.InFlight+qs.Delayed == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the redelivered check was not handled: %+v", qs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := e.rt.Sandbox.Recorder.List("twilio", "+821055550011"); len(got) != 1 {
+		t.Fatalf("after a redelivered check: %d SMS, want still 1", len(got))
+	}
+	var again alimtalkStatus
+	if code := e.do("GET", "/v1/notifications/"+acc.ID+"?limit=1000", nil, &again); code != http.StatusOK {
+		t.Fatalf("get = %d", code)
+	}
+	if fmt.Sprint(again.Stats) != fmt.Sprint(st.Stats) || len(again.Deliveries) != 4 {
+		t.Fatalf("a redelivered check changed the notification: %+v, was %+v", again.Stats, st.Stats)
 	}
 }

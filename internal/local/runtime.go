@@ -167,7 +167,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	r.closers = append([]func() error{closeSenders}, r.closers...)
 	for i := range senders {
-		senders[i] = yielding{senders[i]}
+		senders[i] = yieldingOf(senders[i])
 	}
 
 	p := o.Config.Providers
@@ -194,6 +194,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		AdPrefix:    o.Config.Marketing.AdPrefix,
 		// The one line the AlimTalk channel adds: its SMS/LMS fallback default.
 		AlimTalkFallback: o.Config.Providers.AlimTalk.FallbackSMS(),
+		VerdictCheck:     o.Config.Providers.AlimTalk.VerdictCheck.D(),
+		VerdictDeadline:  o.Config.Providers.AlimTalk.VerdictDeadline.D(),
 	})
 
 	r.Campaigns = campaign.New(campaign.Deps{

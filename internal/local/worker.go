@@ -148,6 +148,26 @@ const yieldSlice = 20
 // Foreground batches (no gate in their context) go through in one call.
 type yielding struct{ notify.Sender }
 
+// yieldingOf wraps s in yielding, keeping what else the pipeline asks of it: reading late
+// verdicts (notify.VerdictChecker).
+func yieldingOf(s notify.Sender) notify.Sender {
+	if c, ok := s.(notify.VerdictChecker); ok {
+		return yieldingChecker{yielding{s}, c}
+	}
+	return yielding{s}
+}
+
+// yieldingChecker is yielding for a sender that reads late verdicts.
+type yieldingChecker struct {
+	yielding
+	c notify.VerdictChecker
+}
+
+func (y yieldingChecker) MaxVerdictBatch() int { return y.c.MaxVerdictBatch() }
+func (y yieldingChecker) Verdicts(ctx context.Context, qs []notify.VerdictQuery) ([]notify.SendResult, error) {
+	return y.c.Verdicts(ctx, qs)
+}
+
 // SetRateLimiter passes the pipeline's limiter to a sender that paces itself (notify.SelfLimiting).
 func (y yielding) SetRateLimiter(l notify.RateLimiter) {
 	if sl, ok := y.Sender.(notify.SelfLimiting); ok {

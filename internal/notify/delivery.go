@@ -98,10 +98,19 @@ func NormalizeAddress(c Channel, address string) string {
 
 // DeliveryUpdate is a sender's verdict on one claimed delivery.
 type DeliveryUpdate struct {
-	ID                string
-	Status            DeliveryStatus // SENT, FAILED, SKIPPED, EXPIRED; or PENDING to release for a retry
+	ID string
+	// Status is SENT, FAILED, SKIPPED or EXPIRED; PENDING to release for a retry; or SENDING with
+	// LeaseUntil for a message the provider accepted whose verdict comes later
+	// (SendResult.VerdictPending): it stays claimed until LeaseUntil, and counts nothing yet.
+	Status            DeliveryStatus
 	Reason            string
 	Detail            string
 	ProviderMessageID string
 	At                time.Time
+	LeaseUntil        time.Time // only with SENDING
+}
+
+// ValidVerdict reports whether u's status is one CompleteDeliveries takes.
+func (u DeliveryUpdate) ValidVerdict() bool {
+	return u.Status == DeliveryPending || u.Status.Terminal() || (u.Status == DeliverySending && !u.LeaseUntil.IsZero())
 }

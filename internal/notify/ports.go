@@ -65,8 +65,10 @@ type DeliveryStore interface {
 	ClaimDeliveries(ctx context.Context, ids []string, now, leaseUntil time.Time) (claimed []Delivery, busy []string, err error)
 	// CompleteDeliveries applies senders' verdicts to deliveries that are SENDING. A terminal
 	// verdict (SENT, FAILED, SKIPPED, EXPIRED: see CountDelivery) adds to the notification's
-	// Stats atomically; PENDING releases for a retry. Updates
-	// for deliveries not in SENDING are ignored. Returns how many were applied.
+	// Stats atomically; PENDING releases for a retry; SENDING with LeaseUntil (accepted, verdict
+	// to come) keeps the delivery SENDING under that lease, records its ProviderMessageID, Reason
+	// and Detail, and counts nothing. Updates for deliveries not in SENDING are ignored; any
+	// other status is an EINVALID. Returns how many were applied.
 	CompleteDeliveries(ctx context.Context, notificationID string, updates []DeliveryUpdate) (int, error)
 	// ListDeliveries pages a notification's deliveries in ID order; cursor "" starts, next ""
 	// means the end.
@@ -308,6 +310,10 @@ type SendResult struct {
 	// Err is nil when accepted; otherwise an *Error whose code says what to do: EDEADADDRESS,
 	// EREJECTED, ESUPPRESSED (permanent), ETHROTTLED, EUNAVAILABLE (retry, RetryAfter honoured).
 	Err error
+	// VerdictPending is set with a nil Err when the provider accepted the message but reports its
+	// final verdict later (AlimTalk: Kakao's answer reaches Solapi after the send): the delivery
+	// is not done until a VerdictChecker reports it.
+	VerdictPending bool
 }
 
 // Sender delivers messages through one provider. Implementations are safe for concurrent use.

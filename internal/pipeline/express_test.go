@@ -236,7 +236,9 @@ type failingInbox struct {
 	notify.Store
 }
 
-func (failingInbox) PutInboxItems(context.Context, []notify.InboxItem) error { return errors.New("disk full") }
+func (failingInbox) PutInboxItems(context.Context, []notify.InboxItem) error {
+	return errors.New("disk full")
+}
 
 // An inbox-only send is finished by ingest; one whose inbox write fails is handed to prepare,
 // which writes the item, and record finishes it.

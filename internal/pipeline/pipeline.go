@@ -36,6 +36,12 @@ type Config struct {
 	// ExpressMaxRecipients is the most recipients a realtime notification may have to take the
 	// express path (default 4; negative turns the path off).
 	ExpressMaxRecipients int
+	// VerdictCheck is how long after a provider accepted a message with its verdict to come
+	// (AlimTalk) the first verdict check waits; each next one waits twice as long, at most 15
+	// minutes (default 30s). VerdictDeadline is how long verdicts are awaited before such a
+	// delivery counts SENT with reason verdict_unknown (default 24h). See verdict.go.
+	VerdictCheck    time.Duration
+	VerdictDeadline time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -62,6 +68,13 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ExpressMaxRecipients == 0 {
 		c.ExpressMaxRecipients = 4
+	}
+	if c.VerdictCheck <= 0 {
+		c.VerdictCheck = DefaultVerdictCheck
+	}
+	c.VerdictCheck = min(c.VerdictCheck, 15*time.Minute)
+	if c.VerdictDeadline <= 0 {
+		c.VerdictDeadline = DefaultVerdictDeadline
 	}
 	if c.NotificationTTL <= 0 {
 		c.NotificationTTL = 2 * time.Second

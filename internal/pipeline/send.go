@@ -38,6 +38,9 @@ func (p *Pipeline) Send() Handler {
 }
 
 func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
+	if isVerdictCheck(m.Body) { // a late verdict's check (verdict.go)
+		return p.checkVerdicts(ctx, m.Body)
+	}
 	var sm sendMsg
 	if err := decode(m.Body, &sm); err != nil {
 		return err
@@ -142,6 +145,9 @@ func (p *Pipeline) sendDeliveries(ctx context.Context, n *notify.Notification, s
 		if _, err := p.fallBack(ctx, n, sm, &o, items); err != nil {
 			return fmt.Errorf("send %s: %w", n.ID, err)
 		}
+		if err := p.awaitVerdicts(ctx, n, sm, &o, start, 1); err != nil {
+			return fmt.Errorf("send %s: %w", n.ID, err)
+		}
 	}
 	if _, err := p.store.CompleteDeliveries(ctx, n.ID, o.updates); err != nil {
 		return fmt.Errorf("send %s: complete: %w", n.ID, err)
@@ -187,6 +193,9 @@ func (p *Pipeline) sendBatch(ctx context.Context, n *notify.Notification, sm sen
 	}
 	fallbacks, err := p.fallBack(ctx, n, sm, &o, sm.Items)
 	if err != nil {
+		return fmt.Errorf("send %s batch %s: %w", n.ID, sm.BatchID, err)
+	}
+	if err := p.awaitVerdicts(ctx, n, sm, &o, start, 1); err != nil {
 		return fmt.Errorf("send %s batch %s: %w", n.ID, sm.BatchID, err)
 	}
 	// Retries and cleanup are enqueued before the batch is marked done: a crash in between
@@ -240,6 +249,8 @@ type outcome struct {
 	reasons map[string]int
 	// fellBack counts the AlimTalk deliveries handed to an SMS/LMS fallback.
 	fellBack int
+	// pending are the deliveries accepted with their verdict to come (verdict.go).
+	pending []verdictItem
 }
 
 // deliver sends items through sender and classifies each result by the one retry table:
@@ -286,6 +297,9 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 		u := notify.DeliveryUpdate{ID: r.DeliveryID, ProviderMessageID: r.ProviderMessageID, At: now}
 		code := notify.ErrorCode(r.Err)
 		switch {
+		case r.Err == nil && r.VerdictPending: // accepted, not done: awaitVerdicts checks later
+			u.Status = notify.DeliverySending
+			o.pending = append(o.pending, verdictItem{sendItem: byID[r.DeliveryID], ProviderMessageID: r.ProviderMessageID, Attempt: attempt(r.DeliveryID)})
 		case r.Err == nil:
 			u.Status = notify.DeliverySent
 			o.sent++

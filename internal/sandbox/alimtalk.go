@@ -11,6 +11,7 @@ import (
 	"hash"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,8 +25,14 @@ import (
 // failedMessageList with Solapi's status codes, and accepted messages in messageList.
 //
 // Solapi learns Kakao's verdict on a recipient (3104 not a KakaoTalk user, 3107 blocked,
-// 3103 template mismatch) after it answered, and reports it later; the fake answers those codes
-// at once in failedMessageList, so a sender's handling of them can be exercised end to end.
+// 3103 template mismatch) after it answered, and reports it later in its message list
+// (GET /messages/v4/list). The fake does both: numbers ending 0001 and 0002 get their verdict at
+// once in failedMessageList, and numbers ending 0011 and 0012 get it late — accepted (2000) in
+// messageList, then still pending (3000) in the list's first report, and 3104 / 3107 from the
+// second on; 0010 is delivered late the same way (4000 from the second report). Every other
+// accepted message is reported delivered (4000) from the first report. The list takes
+// messageIds (repeated, as Solapi's SDKs send it), messageId or groupId, or the documented
+// criteria=messageId|groupId&cond=eq&value=…, and limit (default 20).
 
 const alimtalkSkew = 15 * time.Minute
 
@@ -47,6 +54,126 @@ func (s *Server) TrustAlimTalkKey(apiKey, apiSecret string) {
 
 func (s *Server) alimtalkRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /messages/v4/send-many/detail", s.handleAlimTalkSend)
+	mux.HandleFunc("GET /messages/v4/list", s.handleAlimTalkList)
+}
+
+// alimtalkStored is an accepted message as the message list reports it.
+type alimtalkStored struct {
+	st      alimtalkStatus
+	groupID string
+	created time.Time
+	final   string // the status code reported once the verdict is in
+	late    bool   // the first report is still pending (3000)
+	reports int    // how many list answers included it
+}
+
+// alimtalkLate is the verdict a number gets late: "" when it gets it at once.
+func alimtalkLate(to string) string {
+	switch {
+	case strings.HasSuffix(to, "0010"):
+		return "4000"
+	case strings.HasSuffix(to, "0011"):
+		return "3104"
+	case strings.HasSuffix(to, "0012"):
+		return "3107"
+	}
+	return ""
+}
+
+var alimtalkStatusText = map[string]string{
+	"3000": "이통사로 접수 (결과 수신 대기)",
+	"4000": "수신완료",
+	"3104": "카카오톡 미사용자",
+	"3107": "72시간 이내 카카오톡 미사용자, 알림톡 차단한 사용자",
+}
+
+func (s *Server) handleAlimTalkList(w http.ResponseWriter, req *http.Request) {
+	if code, msg := s.alimtalkAuth(req.Header.Get("Authorization"), time.Now()); code != "" {
+		alimtalkError(w, http.StatusForbidden, code, msg)
+		return
+	}
+	q := req.URL.Query()
+	ids := q["messageIds"]
+	ids = append(ids, q["messageIds[]"]...)
+	if id := q.Get("messageId"); id != "" {
+		ids = append(ids, id)
+	}
+	group := q.Get("groupId")
+	if c := q.Get("criteria"); c != "" {
+		crit, conds, vals := strings.Split(c, ","), strings.Split(q.Get("cond"), ","), strings.Split(q.Get("value"), ",")
+		if len(conds) != len(crit) || len(vals) != len(crit) {
+			alimtalkError(w, http.StatusBadRequest, "ValidationError", "criteria, cond, value의 개수가 일치하지 않습니다")
+			return
+		}
+		for i, k := range crit {
+			if conds[i] != "eq" {
+				alimtalkError(w, http.StatusBadRequest, "ValidationError", "이 샌드박스는 cond=eq만 지원합니다")
+				return
+			}
+			switch k {
+			case "messageId":
+				ids = append(ids, vals[i])
+			case "groupId":
+				group = vals[i]
+			default:
+				alimtalkError(w, http.StatusBadRequest, "ValidationError", fmt.Sprintf("이 샌드박스는 criteria %q를 지원하지 않습니다", k))
+				return
+			}
+		}
+	}
+	limit := 20
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 500 {
+			alimtalkError(w, http.StatusBadRequest, "ValidationError", `"limit" must be a number from 1 to 500`)
+			return
+		}
+		limit = n
+	}
+	s.alimtalkMu.Lock()
+	var picked []*alimtalkStored
+	if len(ids) > 0 {
+		seen := map[string]bool{}
+		for _, id := range ids {
+			if m, ok := s.alimtalkMsgs[id]; ok && !seen[id] && (group == "" || m.groupID == group) {
+				seen[id] = true
+				picked = append(picked, m)
+			}
+		}
+	} else {
+		for _, m := range s.alimtalkMsgs {
+			if group == "" || m.groupID == group {
+				picked = append(picked, m)
+			}
+		}
+	}
+	slices.SortFunc(picked, func(a, b *alimtalkStored) int { return strings.Compare(a.st.MessageID, b.st.MessageID) })
+	var next any
+	if len(picked) > limit {
+		next = picked[limit].st.MessageID
+		picked = picked[:limit]
+	}
+	list := make(map[string]any, len(picked))
+	for _, m := range picked {
+		m.reports++
+		code := m.final
+		if m.late && m.reports == 1 {
+			code = "3000"
+		}
+		var reason any
+		if code != "4000" && code != "3000" {
+			reason = alimtalkStatusText[code]
+		}
+		list[m.st.MessageID] = map[string]any{
+			"_id": m.st.MessageID, "messageId": m.st.MessageID, "groupId": m.groupID, "accountId": alimtalkAccount,
+			"type": "ATA", "country": "82", "to": m.st.To, "from": m.st.From, "statusCode": code,
+			"statusMessage": alimtalkStatusText[code], "reason": reason, "customFields": m.st.CustomFields,
+			"dateCreated": m.created.Format(time.RFC3339Nano), "dateUpdated": time.Now().UTC().Format(time.RFC3339Nano),
+		}
+	}
+	s.alimtalkMu.Unlock()
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	_ = json.NewEncoder(w).Encode(map[string]any{"startKey": q.Get("startKey"), "nextKey": next, "limit": limit, "messageList": list})
 }
 
 type alimtalkButton struct {
@@ -160,12 +287,22 @@ func (s *Server) handleAlimTalkSend(w http.ResponseWriter, req *http.Request) {
 		for k, v := range m.CustomFields {
 			data["custom."+k] = v
 		}
+		final, late := "4000", false
+		if v := alimtalkLate(m.To); v != "" {
+			final, late = v, true
+			data["late_verdict"] = v
+		}
 		if err := s.Recorder.Add(Delivery{Provider: "alimtalk", Address: m.To, App: ko.PfID, Data: data, MessageID: id, At: now}); err != nil {
 			s.log.Error("alimtalk record", "err", err)
 			alimtalkError(w, http.StatusInternalServerError, "InternalError", "서버 오류")
 			return
 		}
 		accepted = append(accepted, st)
+		stored := st
+		stored.To, stored.From, stored.Type, stored.Country, stored.AccountID = m.To, m.From, "ATA", "82", alimtalkAccount
+		s.alimtalkMu.Lock()
+		s.alimtalkMsgs[id] = &alimtalkStored{st: stored, groupID: groupID, created: now, final: final, late: late}
+		s.alimtalkMu.Unlock()
 	}
 	resp := map[string]any{
 		"groupInfo": map[string]any{

@@ -165,3 +165,108 @@ func TestAlimTalkFake(t *testing.T) {
 		t.Errorf("delivery %+v", d)
 	}
 }
+
+// The message list reports accepted messages by id or group, as Solapi's does: delivered (4000)
+// at once, and a late number's verdict (0011: 3104) only from its second report, after a
+// pending 3000.
+func TestAlimTalkFakeMessageList(t *testing.T) {
+	t.Parallel()
+	srv, err := sandbox.Start(sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	hc := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(hc.CloseIdleConnections)
+	const key, secret = "NCSLISTKEY", "list-secret"
+	srv.TrustAlimTalkKey(key, secret)
+	var salt atomic.Int64
+	auth := func() string {
+		date := time.Now().UTC().Format(time.RFC3339)
+		s := fmt.Sprintf("listsalt%08d", salt.Add(1))
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write([]byte(date + s))
+		return fmt.Sprintf("HMAC-SHA256 apiKey=%s, date=%s, salt=%s, signature=%s", key, date, s, hex.EncodeToString(mac.Sum(nil)))
+	}
+	do := func(method, path, body, authz string, out any) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL()+path, strings.NewReader(body))
+		if authz != "" {
+			req.Header.Set("Authorization", authz)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if out != nil {
+			if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode
+	}
+	var sent struct {
+		GroupInfo   struct{ GroupID string } `json:"groupInfo"`
+		MessageList []struct {
+			MessageID, StatusCode, To string
+		} `json:"messageList"`
+	}
+	body := `{"showMessageList":true,"messages":[` +
+		`{"to":"01055550011","type":"ATA","kakaoOptions":{"pfId":"PF1","templateId":"T","disableSms":true}},` +
+		`{"to":"01012345678","type":"ATA","kakaoOptions":{"pfId":"PF1","templateId":"T","disableSms":true}}]}`
+	if code := do("POST", "/messages/v4/send-many/detail", body, auth(), &sent); code != 200 || len(sent.MessageList) != 2 {
+		t.Fatalf("send = %d %+v", code, sent)
+	}
+	late, ok := sent.MessageList[0].MessageID, sent.MessageList[1].MessageID
+	for _, m := range sent.MessageList {
+		if m.StatusCode != "2000" {
+			t.Fatalf("accepted %+v, want 2000 (the verdict comes later)", m)
+		}
+	}
+
+	type listed struct {
+		Limit       int `json:"limit"`
+		MessageList map[string]struct {
+			MessageID, GroupID, StatusCode, To string
+			Reason                             *string
+		} `json:"messageList"`
+	}
+	list := func(query string) listed {
+		t.Helper()
+		var l listed
+		if code := do("GET", "/messages/v4/list?"+query, "", auth(), &l); code != 200 {
+			t.Fatalf("list %s = %d", query, code)
+		}
+		return l
+	}
+	l := list("messageIds=" + late + "&messageIds=" + ok + "&limit=2")
+	if len(l.MessageList) != 2 || l.MessageList[late].StatusCode != "3000" || l.MessageList[ok].StatusCode != "4000" ||
+		l.MessageList[ok].GroupID != sent.GroupInfo.GroupID || l.Limit != 2 {
+		t.Fatalf("first report %+v", l)
+	}
+	l = list("criteria=messageId&cond=eq&value=" + late)
+	if m := l.MessageList[late]; len(l.MessageList) != 1 || m.StatusCode != "3104" || m.Reason == nil || *m.Reason == "" || m.To != "01055550011" {
+		t.Fatalf("second report %+v, want 3104 with its reason", l)
+	}
+	if l := list("groupId=" + sent.GroupInfo.GroupID); len(l.MessageList) != 2 {
+		t.Fatalf("by group: %+v", l)
+	}
+	if l := list("messageIds=M4VNOTSENT"); len(l.MessageList) != 0 {
+		t.Fatalf("an unknown id is listed: %+v", l)
+	}
+
+	var e struct{ ErrorCode string }
+	if code := do("GET", "/messages/v4/list?messageIds="+late+"&limit=0", "", auth(), &e); code != 400 || e.ErrorCode != "ValidationError" {
+		t.Errorf("limit=0 = %d %+v", code, e)
+	}
+	if code := do("GET", "/messages/v4/list?criteria=to&cond=eq&value=01055550011", "", auth(), &e); code != 400 || e.ErrorCode != "ValidationError" {
+		t.Errorf("an unsupported criteria = %d %+v", code, e)
+	}
+	if code := do("GET", "/messages/v4/list?messageIds="+late, "", "", &e); code != 403 || e.ErrorCode != "InvalidAPIKey" {
+		t.Errorf("no Authorization = %d %+v", code, e)
+	}
+	if got := srv.Recorder.List("alimtalk", "01055550011"); len(got) != 1 || got[0].Data["late_verdict"] != "3104" {
+		t.Errorf("the late number is not recorded as accepted: %+v", got)
+	}
+}

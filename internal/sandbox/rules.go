@@ -24,6 +24,10 @@ import (
 //	Twilio password starting with "invalid"  401 code 20003 (authentication failed)
 //	AlimTalk phone ending 0001               Solapi 3104 (not a KakaoTalk user: fall back to SMS)
 //	AlimTalk phone ending 0002               Solapi 3107 (blocked AlimTalk, or no KakaoTalk in 72 hours)
+//	AlimTalk phone ending 0011 / 0012        accepted (2000), then 3104 / 3107 late: the message list reports
+//	                                         3000 (pending) first, the verdict from its second report on
+//	AlimTalk phone ending 0010               accepted, then delivered late (3000 first, then 4000); every
+//	                                         other accepted AlimTalk is listed 4000 (received) at once
 //	AlimTalk phone 0105555429N / 0105555503N 429 / 503 for the first N attempts, then accepted
 //	AlimTalk template containing "mismatch"  Solapi 3103 (message does not match the template)
 //	AlimTalk template containing "unregistered"  Solapi 3105 (template not registered)

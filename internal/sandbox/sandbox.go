@@ -55,8 +55,9 @@ type Server struct {
 	apnsTokens sync.Map       // verified JWT string → struct{}
 
 	alimtalkMu   sync.Mutex
-	alimtalkKeys map[string]string    // Solapi API key → secret (TrustAlimTalkKey)
-	alimtalkSigs map[string]time.Time // signatures seen, refused again within 15 minutes
+	alimtalkKeys map[string]string          // Solapi API key → secret (TrustAlimTalkKey)
+	alimtalkSigs map[string]time.Time       // signatures seen, refused again within 15 minutes
+	alimtalkMsgs map[string]*alimtalkStored // accepted messages by id, for the message list
 
 	slack slackPosts // the fake Slack webhook's posts (slack.go)
 
@@ -90,6 +91,7 @@ func Start(opts Options) (*Server, error) {
 
 		alimtalkKeys: map[string]string{},
 		alimtalkSigs: map[string]time.Time{},
+		alimtalkMsgs: map[string]*alimtalkStored{},
 	}
 	s.routes()
 

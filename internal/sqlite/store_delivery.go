@@ -223,9 +223,9 @@ func (s *Store) ClaimDeliveries(ctx context.Context, ids []string, now, leaseUnt
 // only those are counted, in the same transaction.
 func (s *Store) CompleteDeliveries(ctx context.Context, notificationID string, updates []notify.DeliveryUpdate) (int, error) {
 	for i, u := range updates {
-		if u.Status != notify.DeliveryPending && !u.Status.Terminal() {
+		if !u.ValidVerdict() {
 			return 0, fmt.Errorf("sqlite: complete deliveries of %s: %w", notificationID,
-				notify.FieldError(fmt.Sprintf("updates[%d].status", i), "verdict must be SENT, FAILED, SKIPPED, EXPIRED or PENDING, not %q", u.Status))
+				notify.FieldError(fmt.Sprintf("updates[%d].status", i), "verdict must be SENT, FAILED, SKIPPED, EXPIRED, PENDING, or SENDING with a lease, not %q", u.Status))
 		}
 	}
 	if len(updates) == 0 {
@@ -240,20 +240,24 @@ func (s *Store) CompleteDeliveries(ctx context.Context, notificationID string, u
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		delta := map[notify.Channel]notify.ChannelStats{}
 		for _, batch := range batchesOf(updates, storeBatch) {
-			const width = 6
+			const width = 7
 			args := make([]any, 0, len(batch)*width+1)
 			for _, u := range batch {
 				at := u.At
 				if at.IsZero() {
 					at = now
 				}
-				args = append(args, u.ID, string(u.Status), u.Reason, u.Detail, u.ProviderMessageID, nanosOf(at))
+				lease := int64(0) // a verdict ends the claim; SENDING (verdict to come) renews it
+				if u.Status == notify.DeliverySending {
+					lease = nanosOf(u.LeaseUntil)
+				}
+				args = append(args, u.ID, string(u.Status), u.Reason, u.Detail, u.ProviderMessageID, nanosOf(at), lease)
 			}
 			args = append(args, notificationID)
-			rows, err := tx.QueryContext(ctx, `WITH u (id, status, reason, detail, provider_message_id, at) AS (
+			rows, err := tx.QueryContext(ctx, `WITH u (id, status, reason, detail, provider_message_id, at, lease) AS (
 					VALUES `+sqlTuples(len(batch), width)+`)
 				UPDATE deliveries SET status = u.status, reason = u.reason, detail = u.detail,
-					provider_message_id = u.provider_message_id, lease_until = 0, updated_at = u.at
+					provider_message_id = u.provider_message_id, lease_until = u.lease, updated_at = u.at
 				FROM u
 				WHERE deliveries.id = u.id AND +deliveries.notification_id = ? AND deliveries.status = 'SENDING'
 				RETURNING deliveries.channel, deliveries.status, deliveries.reason`, args...)

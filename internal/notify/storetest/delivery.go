@@ -23,6 +23,7 @@ var deliveryCases = []storeCase{
 	{"ClaimDeliveries/Concurrent", testClaimConcurrent},
 	{"CompleteDeliveries/TerminalCountsOnce", testCompleteCountsOnce},
 	{"CompleteDeliveries/PendingReleases", testCompletePendingReleases},
+	{"CompleteDeliveries/SendingRenewsLease", testCompleteSendingRenewsLease},
 	{"CompleteDeliveries/IgnoresNotSending", testCompleteIgnoresNotSending},
 	{"CompleteDeliveries/ExpiredCountsAsFailedExpired", testCompleteExpired},
 	{"Stats/CompleteAndFinalStatus", testStatsComplete},
@@ -357,6 +358,57 @@ func testCompletePendingReleases(t *testing.T, s notify.Store) {
 	got := claim(t, s, deliveryIDs(ds), t0.Add(2*time.Second))
 	if len(got) != 1 || got[0].ID != ds[0].ID || got[0].Attempts != 2 {
 		t.Fatalf("claim after release = %+v, want only %s with 2 attempts", got, ds[0].ID)
+	}
+}
+
+// testCompleteSendingRenewsLease: a message the provider accepted with its verdict to come
+// stays SENDING under the new lease — claimed by nobody else, counted nowhere — with its
+// provider message id recorded, until its verdict completes it, once.
+func testCompleteSendingRenewsLease(t *testing.T, s notify.Store) {
+	n := mustCreateNotification(t, s, newNotification("billing", ""))
+	ds := makeDeliveries(n.ID, notify.ChannelAlimTalk, notify.DeliveryPending, "a", 2)
+	createChunk(t, s, n.ID, 0, ds)
+	if got := claim(t, s, deliveryIDs(ds), t0); len(got) != 2 {
+		t.Fatalf("claimed %d, want 2", len(got))
+	}
+	accepted := notify.DeliveryUpdate{ID: ds[0].ID, Status: notify.DeliverySending, ProviderMessageID: "M4V-accepted",
+		Detail: "accepted; verdict to come", At: t0.Add(time.Second), LeaseUntil: t0.Add(2 * time.Hour)}
+	if got := complete(t, s, n.ID, []notify.DeliveryUpdate{accepted}); got != 1 {
+		t.Fatalf("applied = %d, want 1", got)
+	}
+	wantChannel(t, getStats(t, s, n.ID), notify.ChannelAlimTalk, notify.ChannelStats{Total: 2})
+	if st := getStats(t, s, n.ID); st.Complete() {
+		t.Fatal("stats complete while a verdict is to come")
+	}
+	d := byID(listAll(t, s, n.ID, 10))[ds[0].ID]
+	if d.Status != notify.DeliverySending || d.ProviderMessageID != "M4V-accepted" || d.Detail != "accepted; verdict to come" {
+		t.Fatalf("accepted delivery = %+v", d)
+	}
+
+	// Half an hour on, the other delivery's one-minute lease is over; the accepted one's is not.
+	got, busy, err := s.ClaimDeliveries(t.Context(), deliveryIDs(ds), t0.Add(30*time.Minute), t0.Add(31*time.Minute))
+	noErr(t, err)
+	if len(got) != 1 || got[0].ID != ds[1].ID || len(busy) != 1 || busy[0] != ds[0].ID {
+		t.Fatalf("claim = %+v, busy %v; want %s claimed, %s busy", got, busy, ds[1].ID, ds[0].ID)
+	}
+
+	// Its verdict completes it and counts; a late repeat of "accepted" changes nothing.
+	done := notify.DeliveryUpdate{ID: ds[0].ID, Status: notify.DeliverySent, ProviderMessageID: "M4V-accepted", At: t0.Add(40 * time.Minute)}
+	if got := complete(t, s, n.ID, []notify.DeliveryUpdate{done}); got != 1 {
+		t.Fatalf("verdict applied = %d, want 1", got)
+	}
+	if got := complete(t, s, n.ID, []notify.DeliveryUpdate{accepted}); got != 0 {
+		t.Fatalf("accepted again after the verdict: applied = %d, want 0", got)
+	}
+	wantChannel(t, getStats(t, s, n.ID), notify.ChannelAlimTalk, notify.ChannelStats{Total: 2, Sent: 1})
+	if d := byID(listAll(t, s, n.ID, 10))[ds[0].ID]; d.Status != notify.DeliverySent || d.ProviderMessageID != "M4V-accepted" {
+		t.Fatalf("delivered = %+v", d)
+	}
+
+	// SENDING needs its lease.
+	_, err = s.CompleteDeliveries(t.Context(), n.ID, []notify.DeliveryUpdate{{ID: ds[1].ID, Status: notify.DeliverySending, At: t0}})
+	if !notify.IsCode(err, notify.EINVALID) {
+		t.Fatalf("SENDING without a lease: %v, want EINVALID", err)
 	}
 }
 

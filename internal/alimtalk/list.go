@@ -1,0 +1,138 @@
+package alimtalk
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"herald/internal/notify"
+)
+
+// The message list: GET /messages/v4/list, Solapi's read of stored messages and their current
+// status, what Herald polls for Kakao's late verdicts. What this file follows:
+//
+//   - Request: the query parameters of Solapi's official Node SDK (MessageService.getMessages),
+//     which sends messageIds repeated once per id (messageIds=A&messageIds=B, no brackets) and
+//     limit; the API reference (api-reference/messages/getmessagelist in Solapi's documentation
+//     repository) documents the single-id form (criteria=messageId&cond=eq&value=…), startKey
+//     and limit, and the answer's shape.
+//   - Authentication: the same HMAC-SHA256 Authorization header as sending (permission
+//     message:read).
+//   - Response: {"startKey", "nextKey", "limit", "messageList": {"<messageId>": {"messageId",
+//     "groupId", "to", "statusCode", "reason", "customFields", "dateReported", …}}} — the map is
+//     keyed by message id; only messageId, statusCode, reason and to are read here.
+const ListPath = "/messages/v4/list"
+
+// MaxListBatch is the most message ids one list call asks about: its URL stays a few kilobytes
+// (a message id is 32 characters), and the page limit is set to the same count.
+const MaxListBatch = 50
+
+// pendingCodes are the status codes of a message Solapi accepted whose final verdict has not
+// come yet: 2000 accepted (to be handed to Kakao or the carrier), 3000 handed over, report
+// pending. 4000 (received) and every failure code are final.
+var pendingCodes = map[string]bool{"2000": true, "3000": true}
+
+// VerdictPending reports whether Solapi status code is "accepted, final verdict pending".
+func VerdictPending(code string) bool { return pendingCodes[code] }
+
+// ListQuery is the path and query of the message list call asking about ids: each id once, in
+// the order given; limit is the number of ids, so one page holds them all. An empty list, more
+// than MaxListBatch ids, or an id that is not a Solapi message id is an EINVALID naming it.
+func ListQuery(ids []string) (string, error) {
+	switch {
+	case len(ids) == 0:
+		return "", notify.FieldError("message_ids", "required: at least one Solapi message id")
+	case len(ids) > MaxListBatch:
+		return "", notify.FieldError("message_ids", "%d ids; one list call takes at most %d", len(ids), MaxListBatch)
+	}
+	q := url.Values{}
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		if !messageIDOK(id) {
+			return "", notify.FieldError(fmt.Sprintf("message_ids[%d]", i), "%q is not a Solapi message id", id)
+		}
+		if !seen[id] {
+			seen[id] = true
+			q.Add("messageIds", id)
+		}
+	}
+	q.Set("limit", strconv.Itoa(len(seen)))
+	return ListPath + "?" + q.Encode(), nil
+}
+
+// messageIDOK accepts Solapi's ids (M4V, then the time and random upper-case letters and
+// digits): letters and digits only, so nothing can change the meaning of the query.
+func messageIDOK(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// listResponse is the part of the list answer Herald reads.
+type listResponse struct {
+	MessageList map[string]listedMessage `json:"messageList"`
+}
+
+type listedMessage struct {
+	MessageID  string  `json:"messageId"`
+	To         string  `json:"to"`
+	StatusCode string  `json:"statusCode"`
+	Reason     *string `json:"reason"`
+}
+
+// ListedStatus is one message's status as the list reports it.
+type ListedStatus struct {
+	MessageID  string
+	StatusCode string
+	Reason     string // Solapi's text for the status, when it gives one
+}
+
+// ParseList reads a list answer into the status of each listed message, keyed by message id
+// (the messageId field, else the map key). A body that is not the list's JSON is an error: the
+// caller cannot tell the verdicts apart, and asks again later.
+func ParseList(raw []byte) (map[string]ListedStatus, error) {
+	var out listResponse
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&out); err != nil {
+		return nil, fmt.Errorf("alimtalk list: unreadable answer: %w", err)
+	}
+	if out.MessageList == nil && !bytes.Contains(raw, []byte(`"messageList"`)) {
+		return nil, fmt.Errorf("alimtalk list: the answer has no messageList")
+	}
+	got := make(map[string]ListedStatus, len(out.MessageList))
+	for key, m := range out.MessageList {
+		id := m.MessageID
+		if id == "" {
+			id = key
+		}
+		s := ListedStatus{MessageID: id, StatusCode: strings.TrimSpace(m.StatusCode)}
+		if m.Reason != nil {
+			s.Reason = *m.Reason
+		}
+		got[id] = s
+	}
+	return got, nil
+}
+
+// verdictOf classifies one listed status the way a send answer is classified: pending, sent, or
+// the error for its code. A message the list does not hold (yet) is pending.
+func verdictOf(s ListedStatus, listed bool, q notify.VerdictQuery) notify.SendResult {
+	r := notify.SendResult{DeliveryID: q.DeliveryID, ProviderMessageID: q.ProviderMessageID}
+	switch {
+	case !listed, s.StatusCode == "", VerdictPending(s.StatusCode):
+		r.VerdictPending = true
+	case statusCode(s.StatusCode) == "":
+	default:
+		r.Err = classifyStatus(s.StatusCode, s.Reason, q.DeliveryID, q.Address)
+	}
+	return r
+}
