@@ -20,8 +20,11 @@ type Usage struct {
 	EstimatedWriteUnits, EstimatedReadUnits float64
 	DynamoDBCalls                           map[string]int64 // operation → calls
 
-	// SQS billed requests (one per 64 KB chunk of a request's payload) by operation.
-	SQSRequests map[string]int64
+	// SQS billed requests (one per 64 KB chunk of a request's payload) by operation, and the
+	// receives that found no message, which are not in SQSRequests: an event source mapping
+	// polls an idle queue all the same (a fixed cost, see IdlePolling).
+	SQSRequests   map[string]int64
+	EmptyReceives int64
 
 	Lambda map[string]LambdaUsage // function → invocations and billed duration
 
@@ -163,4 +166,19 @@ func quantity(v float64) string {
 		return fmt.Sprintf("%.3f", v)
 	}
 	return fmt.Sprintf("%.2g", v)
+}
+
+// Idle polling: Lambda polls each SQS event source mapping's queue with long polls of up to
+// 20 seconds from a handful of pollers (5 at rest, as AWS describes it) whether or not messages
+// arrive, so empty receives cost a fixed amount per mapping and month, not per recipient.
+const (
+	IdlePollers  = 5
+	LongPollSecs = 20
+	monthSecs    = 30 * 24 * 3600
+)
+
+// IdlePolling is what mappings event source mappings cost a month in empty receives.
+func IdlePolling(mappings int, t Table) (requests float64, usd float64) {
+	requests = float64(mappings*IdlePollers) * monthSecs / LongPollSecs
+	return requests, t.SQSRequest.Of(requests)
 }

@@ -218,11 +218,18 @@ func (m *Meter) bill(params, result any, err error) {
 		}
 		m.sqs("SendMessageBatch", chunks(size, cost.SQSChunk))
 	case *awssqs.ReceiveMessageInput:
-		size := 0
+		size, n := 0, 0
 		if r, ok := result.(*awssqs.ReceiveMessageOutput); ok && r != nil {
 			for _, msg := range r.Messages {
 				size += len(deref(msg.Body)) + attrSize(msg.MessageAttributes)
 			}
+			n = len(r.Messages)
+		}
+		if n == 0 {
+			// An empty poll: what an idle event source mapping makes whatever the traffic,
+			// stated apart as a fixed cost, not per recipient.
+			m.count(func(u *cost.Usage) { u.EmptyReceives++ })
+			return
 		}
 		m.sqs("ReceiveMessage", chunks(size, cost.SQSChunk))
 	case *awssqs.DeleteMessageInput:
