@@ -33,13 +33,18 @@ func runBench(args []string, out io.Writer) error {
 	if len(args) > 0 && args[0] == "export" {
 		return runBenchExport(args[1:], out)
 	}
+	if len(args) > 0 && args[0] == "cost" {
+		return runBenchCost(args[1:], out)
+	}
 	fs := newFlagSet("bench", "[flags] | herald bench campaign [flags]", `
 Measures end-to-end push throughput for --recipients through the whole local pipeline and the
 real firebase SDK to the sandbox, on each lane, next to the raw SDK sending as many messages to
 the same sandbox in the same run. Needs no running server; takes the machine's cores.
   herald bench campaign   a push campaign to --devices devices: wall time, deliveries/s, real-time
                           latency before and during it, store rows per recipient (see its -h)
-  herald bench export     a deliveries export of --rows rows on SQLite: rows/s, peak heap`)
+  herald bench export     a deliveries export of --rows rows on SQLite: rows/s, peak heap
+  herald bench cost       the AWS bill per million recipients, per AWS service, measured on the
+                          AWS runtime's handlers (DynamoDB Local, the AWS fakes; see its -h)`)
 	recipients := fs.Int("recipients", 100000, "push recipients (device tokens) in total")
 	perNotification := fs.Int("per-notification", 10000, "recipients per notification (≤ 10,000)")
 	inFlight := fs.Int("raw-batches", 2, "500-token multicasts in flight for the raw SDK run")
@@ -50,7 +55,7 @@ the same sandbox in the same run. Needs no running server; takes the machine's c
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef(fs, "unknown subcommand %q (campaign)", pos[0])
+		return usagef(fs, "unknown subcommand %q (campaign, export, cost)", pos[0])
 	}
 	profile = *cpuProfile
 	if *perNotification < 1 || *perNotification > 10000 || *recipients < *perNotification {
