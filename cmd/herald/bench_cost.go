@@ -24,8 +24,8 @@ in process; counts every billable request as AWS bills it (DynamoDB from the con
 it returns) and prints dollars per million recipients per AWS service, at the us-east-1 list
 prices of internal/cost/prices.go. Needs DynamoDB Local: scripts/dynamodb-local.sh start prints
 its endpoint (make bench starts and stops it).`)
-	sends := fs.Int("sends", 2000, "single-recipient transactional sends in each transactional scenario")
-	devices := fs.Int("devices", 20000, "devices (one per user) the campaign reaches")
+	sends := fs.Int("sends", 500, "single-recipient transactional sends in each transactional scenario")
+	devices := fs.Int("devices", 5000, "devices (one per user) the campaign reaches")
 	endpoint := fs.String("dynamodb-endpoint", os.Getenv("HERALD_DYNAMODB_ENDPOINT"), "DynamoDB Local's URL (default $HERALD_DYNAMODB_ENDPOINT)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up on a scenario whose queues have not drained by then")
 	pos, err := parseFlags(fs, args, out)
