@@ -82,7 +82,11 @@ func Bill(u Usage, t Table) ([]Line, float64) {
 	for _, v := range u.SQSRequests {
 		sqs += v
 	}
-	add("SQS", float64(sqs), "requests", t.SQSRequest, counts(u.SQSRequests, nil))
+	sqsDetail := counts(u.SQSRequests, nil)
+	if u.EmptyReceives > 0 {
+		sqsDetail += fmt.Sprintf(" (and %d empty receives, not billed here)", u.EmptyReceives)
+	}
+	add("SQS", float64(sqs), "requests", t.SQSRequest, sqsDetail)
 	var inv, billed int64
 	var gbs float64
 	var fns []string
