@@ -19,6 +19,9 @@ type Usage struct {
 	WriteUnits, ReadUnits                   float64
 	EstimatedWriteUnits, EstimatedReadUnits float64
 	DynamoDBCalls                           map[string]int64 // operation → calls
+	// NoCapacity are the calls that succeeded without returning their consumed capacity, and
+	// are billed nothing above: none when DynamoDB (Local) answers as it should.
+	NoCapacity int64
 
 	// SQS billed requests (one per 64 KB chunk of a request's payload) by operation, and the
 	// receives that found no message, which are not in SQSRequests: an event source mapping
@@ -75,6 +78,11 @@ func Bill(u Usage, t Table) ([]Line, float64) {
 			return ""
 		}
 		return fmt.Sprintf(" (%.0f of the units from item sizes)", units)
+	}
+	if u.NoCapacity > 0 {
+		estimated = func(units float64) string {
+			return fmt.Sprintf(" (%.0f units from item sizes; %d calls returned no capacity and are not counted)", units, u.NoCapacity)
+		}
 	}
 	add("DynamoDB writes", u.WriteUnits, "WRU", t.DynamoDBWrite, counts(u.DynamoDBCalls, isWriteOp)+estimated(u.EstimatedWriteUnits))
 	add("DynamoDB reads", u.ReadUnits, "RRU", t.DynamoDBRead, counts(u.DynamoDBCalls, func(op string) bool { return !isWriteOp(op) })+estimated(u.EstimatedReadUnits))

@@ -35,6 +35,9 @@ func TestRunSmall(t *testing.T) {
 		if u.WriteUnits < float64(s.StoreWrites) || s.StoreWrites == 0 {
 			t.Errorf("%s: %.1f write units for %d items written", s.Title, u.WriteUnits, s.StoreWrites)
 		}
+		if u.NoCapacity != 0 {
+			t.Errorf("%s: %d DynamoDB calls returned no consumed capacity", s.Title, u.NoCapacity)
+		}
 		if u.ReadUnits <= 0 {
 			t.Errorf("%s: no read units", s.Title)
 		}

@@ -313,7 +313,9 @@ func (m *Meter) dynamo(op string, result any, err error, estimate, floor float64
 		case len(consumed) > 0:
 			u.ReadUnits += total
 			u.EstimatedReadUnits += raised
-		case err != nil && write && conditionFailed(err):
+		case err == nil:
+			u.NoCapacity++
+		case write && conditionFailed(err):
 			u.WriteUnits += estimate
 			u.EstimatedWriteUnits += estimate
 		}

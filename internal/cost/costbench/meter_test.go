@@ -2,6 +2,7 @@ package costbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -12,6 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -73,5 +79,45 @@ func TestMeterDynamoDBCapacity(t *testing.T) {
 	}
 	if u.DynamoDBCalls["PutItem"] != 3 || u.DynamoDBCalls["TransactWriteItems"] != 1 || u.DynamoDBCalls["GetItem"] != 2 {
 		t.Fatalf("calls %v", u.DynamoDBCalls)
+	}
+}
+
+// SQS is billed per 64 KB chunk of a request's payload, body and attributes; a receive that
+// finds nothing is kept apart; PutEvents per 64 KB chunk of each event; a schedule created is the
+// invocation it will make.
+func TestMeterBillsAsAWSDoes(t *testing.T) {
+	m := NewMeter()
+	body := func(n int) *string { return aws.String(strings.Repeat("b", n)) }
+	m.bill(&awssqs.SendMessageInput{MessageBody: body(100)}, &awssqs.SendMessageOutput{}, nil)       // 1
+	m.bill(&awssqs.SendMessageInput{MessageBody: body(64 * 1024)}, &awssqs.SendMessageOutput{}, nil) // 1: exactly one chunk
+	m.bill(&awssqs.SendMessageInput{MessageBody: body(64*1024 - 10), MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+		"herald-error": {DataType: aws.String("String"), StringValue: aws.String("retries")}}}, &awssqs.SendMessageOutput{}, nil) // 2: the attribute tips it over
+	m.bill(&awssqs.SendMessageBatchInput{Entries: []sqstypes.SendMessageBatchRequestEntry{
+		{MessageBody: body(40 * 1024)}, {MessageBody: body(40 * 1024)}, {MessageBody: body(40 * 1024)}}}, &awssqs.SendMessageBatchOutput{}, nil) // 2: 120 KB
+	m.bill(&awssqs.ReceiveMessageInput{}, &awssqs.ReceiveMessageOutput{Messages: []sqstypes.Message{{Body: body(70 * 1024)}, {Body: body(10)}}}, nil) // 2
+	m.bill(&awssqs.ReceiveMessageInput{}, &awssqs.ReceiveMessageOutput{}, nil)                                                                        // empty: apart
+	m.bill(&awssqs.DeleteMessageBatchInput{}, &awssqs.DeleteMessageBatchOutput{}, nil)
+	m.bill(&eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{Detail: body(100)}, {Detail: body(65 * 1024)}}}, &eventbridge.PutEventsOutput{}, nil) // 1 + 2
+	m.bill(&scheduler.CreateScheduleInput{}, &scheduler.CreateScheduleOutput{}, nil)
+	m.bill(&scheduler.CreateScheduleInput{}, nil, errors.New("ConflictException")) // not created: never fires
+	m.HTTPAPIRequest(600 * 1024)                                                   // 2 chunks of 512 KB
+	u := m.Usage(1)
+	want := map[string]int64{"SendMessage": 4, "SendMessageBatch": 2, "ReceiveMessage": 2, "DeleteMessageBatch": 1}
+	for op, n := range want {
+		if u.SQSRequests[op] != n {
+			t.Errorf("%s: %d requests billed, want %d (all: %v)", op, u.SQSRequests[op], n, u.SQSRequests)
+		}
+	}
+	if u.EmptyReceives != 1 || u.Events != 3 || u.SchedulerInvocations != 1 || u.HTTPAPIRequests != 2 {
+		t.Errorf("empty receives %d, events %d, schedules %d, API requests %d; want 1, 3, 1, 2", u.EmptyReceives, u.Events, u.SchedulerInvocations, u.HTTPAPIRequests)
+	}
+	m.Invoke("send", func() { time.Sleep(3 * time.Millisecond) })
+	m.Invoke("send", func() {})
+	if l := m.Usage(1).Lambda["send"]; l.Invocations != 2 || l.BilledMS < 4 || l.MemoryMB != 512 {
+		t.Errorf("send: %+v, want 2 invocations, ≥ 3 + 1 ms billed, 512 MB", l)
+	}
+	m.Reset()
+	if u := m.Usage(1); len(u.SQSRequests) != 0 || u.Events != 0 || len(u.Lambda) != 0 {
+		t.Errorf("after Reset: %+v", u)
 	}
 }
