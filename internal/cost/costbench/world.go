@@ -2,7 +2,6 @@ package costbench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -226,20 +225,20 @@ func (w *world) deadLetters(ctx context.Context, queues []string) (int, error) {
 	return w.pending(ctx, dlqs)
 }
 
-// dropTables deletes the run's tables (DynamoDB Local may be shared with other runs).
+// dropTables deletes the run's tables (DynamoDB Local may serve other runs too).
 func dropTables(client *dynamodb.Client, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := client.ListTables(ctx, &dynamodb.ListTablesInput{})
-	if err != nil {
-		return
-	}
-	var errs []error
-	for _, t := range out.TableNames {
-		if strings.HasPrefix(t, prefix) {
-			_, err := client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(t)})
-			errs = append(errs, err)
+	pages := dynamodb.NewListTablesPaginator(client, &dynamodb.ListTablesInput{})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return
+		}
+		for _, t := range out.TableNames {
+			if strings.HasPrefix(t, prefix) {
+				_, _ = client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(t)})
+			}
 		}
 	}
-	_ = errors.Join(errs...)
 }
