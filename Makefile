@@ -49,11 +49,12 @@ build: ## build the herald CLI into bin/ and every Lambda into bin/lambda/<name>
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/herald ./cmd/herald
 	@$(MAKE) --no-print-directory build-lambda
 
-bench: build tools ## print figures: pipeline vs raw SDK throughput, a campaign (wall time, real-time latency during it, writes per recipient), a 1,000,000-row export (rows/s, peak heap), function init and size, stores, queue
+bench: build tools ## print figures: pipeline vs raw SDK throughput, a campaign (wall time, real-time latency during it, writes per recipient), a 1,000,000-row export (rows/s, peak heap), the AWS bill per million recipients (DynamoDB Local), function init and size, stores, queue
 	$(BIN)/herald bench --recipients $(or $(RECIPIENTS),100000)
 	$(BIN)/herald bench campaign --devices $(or $(DEVICES),300000)
 	$(BIN)/herald bench export --rows $(or $(EXPORT_ROWS),1000000)
 	@set -e; ep=$$(scripts/dynamodb-local.sh start); trap 'scripts/dynamodb-local.sh stop' EXIT; \
+	$(BIN)/herald bench cost --dynamodb-endpoint $$ep $(if $(COST_SENDS),--sends $(COST_SENDS)) $(if $(COST_DEVICES),--devices $(COST_DEVICES)); \
 	echo "==> functions under aws-lambda-rie"; \
 	HERALD_FUNCTION_BENCH=1 HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) $(GO) test -count=1 -run TestReportInitAndSize -v ./functions/ | grep -v '^=== \|^--- \|^PASS\|^ok\|INFO'
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/sqlite/ ./internal/fcm/ ./internal/apns/

@@ -36,6 +36,9 @@ func runBench(args []string, out io.Writer) error {
 	if len(args) > 0 && args[0] == "single" {
 		return runBenchSingle(args[1:], out)
 	}
+	if len(args) > 0 && args[0] == "cost" {
+		return runBenchCost(args[1:], out)
+	}
 	fs := newFlagSet("bench", "[flags] | herald bench campaign [flags]", `
 Measures end-to-end push throughput for --recipients through the whole local pipeline and the
 real firebase SDK to the sandbox, on each lane, next to the raw SDK sending as many messages to
@@ -44,7 +47,9 @@ the same sandbox in the same run. Needs no running server; takes the machine's c
                           latency before and during it, store rows per recipient (see its -h)
   herald bench export     a deliveries export of --rows rows on SQLite: rows/s, peak heap
   herald bench single     single-recipient transactional pushes from --clients clients: accept
-                          and completion rates, backlog, store rows per send`)
+                          and completion rates, backlog, store rows per send
+  herald bench cost       the AWS bill per million recipients, per AWS service, measured on the
+                          AWS runtime's handlers (DynamoDB Local, the AWS fakes; see its -h)`)
 	recipients := fs.Int("recipients", 100000, "push recipients (device tokens) in total")
 	perNotification := fs.Int("per-notification", 10000, "recipients per notification (≤ 10,000)")
 	inFlight := fs.Int("raw-batches", 2, "500-token multicasts in flight for the raw SDK run")
@@ -55,7 +60,7 @@ the same sandbox in the same run. Needs no running server; takes the machine's c
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef(fs, "unknown subcommand %q (campaign)", pos[0])
+		return usagef(fs, "unknown subcommand %q (campaign, export, cost)", pos[0])
 	}
 	profile = *cpuProfile
 	if *perNotification < 1 || *perNotification > 10000 || *recipients < *perNotification {

@@ -45,9 +45,10 @@ func TestHelp(t *testing.T) {
 		{[]string{"export", "download"}, []string{"-api", "-key", "-out", "-timeout"}},
 		{[]string{"webpush"}, []string{"webpush keys"}},
 		{[]string{"webpush", "keys"}, []string{"-json", "providers.webpush"}},
-		{[]string{"bench"}, []string{"-recipients", "-per-notification", "-raw-batches", "-send-workers", "-cpuprofile", "bench campaign"}},
+		{[]string{"bench"}, []string{"-recipients", "-per-notification", "-raw-batches", "-send-workers", "-cpuprofile", "bench campaign", "bench export", "bench cost"}},
 		{[]string{"bench", "campaign"}, []string{"-devices", "-probe-rate", "-idle-probes", "-max-probes", "-timeout"}},
 		{[]string{"bench", "export"}, []string{"-rows"}},
+		{[]string{"bench", "cost"}, []string{"-sends", "-devices", "-dynamodb-endpoint", "HERALD_DYNAMODB_ENDPOINT", "-timeout"}},
 	} {
 		for _, h := range []string{"-h", "--help", "help"} {
 			args := append(append([]string(nil), c.args...), h)
@@ -89,6 +90,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"dlq", "show"}, "want one queue"},
 		{[]string{"dlq", "nope"}, `unknown subcommand "nope"`},
 		{[]string{"nope"}, `unknown command "nope"`},
+		{[]string{"bench", "nope"}, `unknown subcommand "nope" (campaign, export, cost)`},
+		{[]string{"bench", "cost", "--sends", "0"}, "--sends and --devices must be at least 1"},
+		{[]string{"bench", "cost", "now"}, `unexpected argument "now"`},
+		{[]string{"bench", "cost", "--dynamodb-endpoint", ""}, "--dynamodb-endpoint (or HERALD_DYNAMODB_ENDPOINT) is required"},
 		{nil, "Usage:"},
 	} {
 		var stdout, stderr strings.Builder

@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/guregu/dynamo/v2"
 
 	"herald/internal/api"
@@ -95,11 +97,21 @@ type SenderBuilder func(ctx context.Context, sm *secretsmanager.Client, cfg *con
 type Options struct {
 	Senders SenderBuilder // nil: no senders
 	API     bool          // read the services' API keys (only the api function may read those secrets)
+	// APIOptions are added to every AWS client Load makes (herald bench cost meters the
+	// requests with one); nil in the functions.
+	APIOptions []func(*middleware.Stack) error
+	// Output is where the logs and the embedded-format metrics go; nil: stdout, which Lambda
+	// sends to CloudWatch Logs.
+	Output io.Writer
 }
 
 // Load reads the environment and builds the adapters. Every problem is reported at once.
 func Load(ctx context.Context, o Options) (*Env, error) {
-	log := notify.NewJSONLogger(os.Stdout, nil)
+	stdout := o.Output
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	log := notify.NewJSONLogger(stdout, nil)
 	slog.SetDefault(log)
 	cfg, err := loadConfig()
 	if err != nil {
@@ -121,6 +133,7 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
+	awsCfg.APIOptions = append(awsCfg.APIOptions, o.APIOptions...)
 	e := &Env{Config: cfg, AWS: awsCfg, Log: log, queuePrefix: queueNameOf(urlPrefix), Writes: &ddb.WriteCounter{}}
 
 	sm := secretsmanager.NewFromConfig(awsCfg)
@@ -169,7 +182,7 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 				}, notify.SystemClock{})
 		}
 	}
-	metrics := &emf{w: os.Stdout, env: cfg.Env, now: time.Now}
+	metrics := &emf{w: stdout, env: cfg.Env, now: time.Now}
 	e.Metrics = metrics
 	bus, err := eventbus.New(eventbridge.NewFromConfig(awsCfg), os.Getenv(EnvEventBus), metrics)
 	if err != nil {

@@ -42,6 +42,13 @@ func (e *Env) CampaignControl() (*campaign.Control, error) {
 	return &campaign.Control{Steps: e.campaignSteps(), Executions: x, Scheduler: e.Scheduler}, nil
 }
 
+// CampaignControlWith is the campaigns as CampaignControl serves them, their runs started on x
+// instead of the state machine's executions (herald bench cost runs the state machine in
+// process).
+func (e *Env) CampaignControlWith(x campaign.Executions) *campaign.Control {
+	return &campaign.Control{Steps: e.campaignSteps(), Executions: x, Scheduler: e.Scheduler}
+}
+
 // CampaignEvent is what the campaign state machine's Lambda tasks send (infra/campaign.go).
 type CampaignEvent struct {
 	Step  string                `json:"step"`

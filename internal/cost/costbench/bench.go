@@ -1,0 +1,303 @@
+// Package costbench measures what Herald's AWS runtime makes AWS bill per recipient: it runs the
+// stage handlers the Lambdas run (internal/awsenv) on DynamoDB Local, the SQS, EventBridge and
+// Scheduler fakes and the sandbox providers, drives the queues as Lambda's event source mappings
+// do and the campaign state machine's own definition on the asl interpreter, counts every
+// billable request as AWS bills it (Meter), and prices the counts with internal/cost's table.
+// `herald bench cost` prints it.
+package costbench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"herald/internal/cost"
+	"herald/internal/notify"
+)
+
+// Options say what to measure.
+type Options struct {
+	DynamoDB string // DynamoDB Local's endpoint
+	Sends    int    // single-recipient transactional sends per transactional scenario
+	Devices  int    // the campaign's devices
+	// Progress receives a line as each step starts; nil: nothing.
+	Progress io.Writer
+	// Timeout bounds each scenario's wait for its queues to drain; 0: 5 minutes.
+	Timeout time.Duration
+}
+
+// Scenario is one measured run.
+type Scenario struct {
+	Title string
+	Usage cost.Usage
+	Wall  time.Duration
+	// StoreWrites is what the functions' ddb.WriteCounter counted in the same run: the items
+	// they asked DynamoDB to write.
+	StoreWrites int64
+	Deliveries  int // what the sandbox received
+}
+
+// Result is every scenario and what the figures rest on.
+type Result struct {
+	Scenarios []Scenario
+	Mappings  int // event source mappings of the configuration (idle polling)
+}
+
+// The scenarios' titles.
+const (
+	TitleProducer = "transactional (SQS producer, push+inbox)"
+	TitleAPI      = "transactional (HTTP API, push+inbox)"
+	TitleCampaign = "marketing campaign (app_devices, bulk lane, push)"
+)
+
+// Run measures the three scenarios: Sends single-recipient transactional pushes with the inbox
+// channel produced to the ingest queue in SendMessageBatch calls of 10; as many through the HTTP
+// API; a campaign to Devices devices.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Sends < 1 || o.Devices < 1 {
+		return nil, errors.New("need at least one send and one device")
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Minute
+	}
+	progress := func(format string, args ...any) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, format+"\n", args...)
+		}
+	}
+	m := NewMeter()
+	w, err := newWorld(ctx, o.DynamoDB, m)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	x, err := newMachines(w)
+	if err != nil {
+		return nil, err
+	}
+	control := w.env.CampaignControlWith(x)
+	api := lambda.NewHandler(w.env.APIHandler(control))
+	ms := w.mappings(control)
+	res := &Result{Mappings: len(ms)}
+	var queues []string
+	for _, mp := range ms {
+		queues = append(queues, mp.queue)
+	}
+
+	progress("setup: %d users with an FCM device, %d users with a device of app %q and marketing consent (not measured)", o.Sends, o.Devices, campaignApp)
+	if err := w.devices(ctx, "cost-user", transactApp, o.Sends, false); err != nil {
+		return nil, err
+	}
+	if err := w.devices(ctx, "cost-member", campaignApp, o.Devices, true); err != nil {
+		return nil, err
+	}
+	run := time.Now().UnixNano()
+
+	measure := func(title string, recipients int, produce func(ctx context.Context) error) error {
+		progress("%s: %d recipients", title, recipients)
+		m.Reset()
+		w0, d0 := w.env.Writes.Writes(), w.sandbox.Recorder.Len()
+		start := time.Now()
+		p := w.startPollers(ms)
+		err := produce(ctx)
+		if err == nil {
+			err = w.drain(ctx, queues, o.Timeout)
+		}
+		if perr := p.stop(); err == nil {
+			err = perr
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", title, err)
+		}
+		s := Scenario{Title: title, Usage: m.Usage(recipients), Wall: time.Since(start),
+			StoreWrites: w.env.Writes.Writes() - w0, Deliveries: w.sandbox.Recorder.Len() - d0}
+		if s.Deliveries != recipients {
+			return fmt.Errorf("%s: the sandbox received %d pushes, want %d", title, s.Deliveries, recipients)
+		}
+		if n, err := w.deadLetters(ctx, queues); err != nil || n > 0 {
+			return fmt.Errorf("%s: %d messages dead-lettered (%v)", title, n, err)
+		}
+		res.Scenarios = append(res.Scenarios, s)
+		return nil
+	}
+
+	// (a) a producer's SendMessageBatch calls of 10 to its ingest queue.
+	if err := measure(TitleProducer, o.Sends, func(ctx context.Context) error {
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		flush := func() error {
+			if len(entries) == 0 {
+				return nil
+			}
+			out, err := w.sqs.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(w.queueURL(notify.IngestQueue(service))), Entries: entries})
+			entries = entries[:0]
+			if err == nil && len(out.Failed) > 0 {
+				err = fmt.Errorf("SendMessageBatch: %d entries failed (%s)", len(out.Failed), aws.ToString(out.Failed[0].Message))
+			}
+			return err
+		}
+		for i := range o.Sends {
+			body, _ := json.Marshal(sendRequest(fmt.Sprintf("cost-%d-q-%d", run, i), i))
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(string(body))})
+			if len(entries) == 10 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		return flush()
+	}); err != nil {
+		return nil, err
+	}
+
+	// (a) the same sends through API Gateway and the api function, a few callers at once.
+	if err := measure(TitleAPI, o.Sends, func(ctx context.Context) error {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next.Add(1) - 1); i < o.Sends; i = int(next.Add(1) - 1) {
+					if _, err := w.call(ctx, api, "POST", "/v1/notifications", sendRequest(fmt.Sprintf("cost-%d-a-%d", run, i), i), 202); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		return <-errs
+	}); err != nil {
+		return nil, err
+	}
+
+	// (b) a campaign: created through the API, its state machine run, the bulk lane draining.
+	if err := measure(TitleCampaign, o.Devices, func(ctx context.Context) error {
+		if _, err := w.call(ctx, api, "POST", "/v1/campaigns", map[string]any{
+			"channels":    []string{"push"},
+			"content":     map[string]string{"title": "This week only", "body": "Two for one on everything."},
+			"audience":    map[string]any{"sources": []map[string]string{{"kind": "app_devices", "app": campaignApp}}},
+			"quiet_hours": map[string]bool{"enabled": false},
+		}, 202); err != nil {
+			return err
+		}
+		return x.Run(ctx)
+	}); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// sendRequest is one single-recipient transactional push with the inbox channel to user i.
+func sendRequest(key string, i int) map[string]any {
+	return map[string]any{
+		"idempotency_key": key, "channels": []string{"push", "inbox"},
+		"content":    map[string]string{"title": "Your order shipped", "body": fmt.Sprintf("Order #%d is on its way.", 1000+i)},
+		"recipients": []map[string]string{{"user_id": userID("cost-user", i)}},
+	}
+}
+
+func userID(prefix string, i int) string { return fmt.Sprintf("%s-%07d", prefix, i) }
+
+// devices registers n users, one FCM device of app each, straight into the store; with
+// marketing, each has consented to marketing (at night too).
+func (w *world) devices(ctx context.Context, prefix, app string, n int, marketing bool) error {
+	now := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				d := notify.Device{UserID: userID(prefix, i), Platform: notify.PlatformFCM, App: app,
+					Token: fmt.Sprintf("%s-%07d-fcm-token-padding-to-a-realistic-length", prefix, i), Environment: "production"}
+				if err := w.env.Store.PutDevice(ctx, d); err != nil {
+					errs <- fmt.Errorf("register devices: %w", err)
+					return
+				}
+				if !marketing {
+					continue
+				}
+				if err := w.env.Store.PutPreferences(ctx, notify.Preferences{UserID: d.UserID, MarketingConsent: &now, NightConsent: &now, UpdatedAt: now}); err != nil {
+					errs <- fmt.Errorf("marketing consent: %w", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// call is one HTTP API request as API Gateway hands it to the api function (payload 2.0, the
+// caller's SigV4 identity verified), billed as one API Gateway request and one invocation.
+func (w *world) call(ctx context.Context, api lambda.Handler, method, path string, body any, want int) ([]byte, error) {
+	b, _ := json.Marshal(body)
+	req := events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RouteKey: "$default", RawPath: path, Body: string(b),
+		Headers: map[string]string{"content-type": "application/json"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RequestID:  fmt.Sprintf("bench-%d", time.Now().UnixNano()),
+			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path, Protocol: "HTTP/1.1", SourceIP: "127.0.0.1"},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: principal}},
+		},
+	}
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	w.meter.HTTPAPIRequest(len(b))
+	var out []byte
+	w.meter.Invoke("api", func() { out, err = api.Invoke(ctx, raw) })
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	var resp events.APIGatewayV2HTTPResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode != want {
+		return nil, fmt.Errorf("%s %s: %d %s, want %d", method, path, resp.StatusCode, resp.Body, want)
+	}
+	return []byte(resp.Body), nil
+}
+
+// drain waits until every queue is empty — nothing visible, in flight or delayed — twice in a
+// row, a poll interval apart.
+func (w *world) drain(ctx context.Context, queues []string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	quiet := 0
+	for quiet < 2 {
+		if time.Now().After(deadline) {
+			n, _ := w.pending(ctx, queues)
+			return fmt.Errorf("%d messages still queued after %v", n, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+		n, err := w.pending(ctx, queues)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+	}
+	return nil
+}

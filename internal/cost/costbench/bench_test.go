@@ -1,0 +1,76 @@
+package costbench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"herald/internal/cost"
+)
+
+// The meter over the real handlers with a few sends and devices: every scenario delivered, and
+// its accounting is real — DynamoDB write units at least the items the functions' WriteCounter
+// saw written, SQS requests at least the messages produced over 10, invocations of every stage.
+func TestRunSmall(t *testing.T) {
+	ep := os.Getenv("HERALD_DYNAMODB_ENDPOINT")
+	if ep == "" {
+		t.Skip("set HERALD_DYNAMODB_ENDPOINT (make test starts DynamoDB Local) to run the DynamoDB tests")
+	}
+	const sends, devices = 12, 25
+	var progress bytes.Buffer
+	res, err := Run(context.Background(), Options{DynamoDB: ep, Sends: sends, Devices: devices, Progress: &progress, Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	var out bytes.Buffer
+	res.Print(&out, cost.USEast1)
+	t.Logf("\n%s", out.String())
+	if len(res.Scenarios) != 3 {
+		t.Fatalf("%d scenarios", len(res.Scenarios))
+	}
+	for _, s := range res.Scenarios {
+		u := s.Usage
+		if u.WriteUnits < float64(s.StoreWrites) || s.StoreWrites == 0 {
+			t.Errorf("%s: %.1f write units for %d items written", s.Title, u.WriteUnits, s.StoreWrites)
+		}
+		if u.NoCapacity != 0 {
+			t.Errorf("%s: %d DynamoDB calls returned no consumed capacity", s.Title, u.NoCapacity)
+		}
+		if u.ReadUnits <= 0 {
+			t.Errorf("%s: no read units", s.Title)
+		}
+		var sqs int64
+		for _, v := range u.SQSRequests {
+			sqs += v
+		}
+		if sqs < int64(u.Recipients/10) || u.SQSRequests["ReceiveMessage"] == 0 || u.SQSRequests["DeleteMessageBatch"] == 0 {
+			t.Errorf("%s: SQS %v", s.Title, u.SQSRequests)
+		}
+		for _, fn := range []string{"prepare", "send", "record"} {
+			if u.Lambda[fn].Invocations == 0 || u.Lambda[fn].BilledMS < u.Lambda[fn].Invocations {
+				t.Errorf("%s: %s %+v", s.Title, fn, u.Lambda[fn])
+			}
+		}
+		if u.LogBytes == 0 {
+			t.Errorf("%s: nothing logged", s.Title)
+		}
+	}
+	producer, api, campaign := res.Scenarios[0].Usage, res.Scenarios[1].Usage, res.Scenarios[2].Usage
+	if producer.SQSRequests["SendMessageBatch"] < sends/10 || producer.HTTPAPIRequests != 0 || producer.Lambda["api"].Invocations != 0 {
+		t.Errorf("producer: %+v", producer)
+	}
+	if producer.Lambda["ingest"].Invocations == 0 || producer.Lambda["ingest"].Invocations > sends {
+		t.Errorf("producer: ingest %+v", producer.Lambda["ingest"])
+	}
+	if api.HTTPAPIRequests != sends || api.Lambda["api"].Invocations != sends {
+		t.Errorf("api: %d API Gateway requests, %d api invocations, want %d", api.HTTPAPIRequests, api.Lambda["api"].Invocations, sends)
+	}
+	if campaign.StateTransitions < 5 || campaign.Lambda["campaign"].Invocations < 3 || campaign.HTTPAPIRequests != 1 {
+		t.Errorf("campaign: %d transitions, %+v, %d API requests", campaign.StateTransitions, campaign.Lambda["campaign"], campaign.HTTPAPIRequests)
+	}
+	if campaign.Events == 0 {
+		t.Errorf("campaign: no operator event put (campaign_finished)")
+	}
+}
