@@ -28,9 +28,9 @@ type Express struct {
 // expressDoc is Express as stores keep it: short keys, since a DynamoDB write is billed per KB
 // of the whole item.
 type expressDoc struct {
-	D []expressDelivery        `json:"d"`
-	C map[Channel]ChannelStats `json:"c,omitempty"`
-	L int64                    `json:"l,omitempty"` // lease, unix ms
+	D []expressDelivery  `json:"d"`
+	C map[Channel][4]int `json:"c,omitempty"` // total, sent, failed, skipped
+	L int64              `json:"l,omitempty"` // lease, unix ms
 }
 
 type expressDelivery struct {
@@ -50,7 +50,13 @@ type expressDelivery struct {
 
 // MarshalJSON encodes x compactly (expressDoc).
 func (x Express) MarshalJSON() ([]byte, error) {
-	doc := expressDoc{C: x.Counts, D: make([]expressDelivery, len(x.Deliveries))}
+	doc := expressDoc{D: make([]expressDelivery, len(x.Deliveries))}
+	if len(x.Counts) > 0 {
+		doc.C = make(map[Channel][4]int, len(x.Counts))
+		for ch, c := range x.Counts {
+			doc.C[ch] = [4]int{c.Total, c.Sent, c.Failed, c.Skipped}
+		}
+	}
 	if !x.Lease.IsZero() {
 		doc.L = x.Lease.UnixMilli()
 	}
@@ -71,7 +77,13 @@ func (x *Express) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return err
 	}
-	*x = Express{Counts: doc.C, Deliveries: make([]Delivery, len(doc.D))}
+	*x = Express{Deliveries: make([]Delivery, len(doc.D))}
+	if len(doc.C) > 0 {
+		x.Counts = make(map[Channel]ChannelStats, len(doc.C))
+		for ch, c := range doc.C {
+			x.Counts[ch] = ChannelStats{Total: c[0], Sent: c[1], Failed: c[2], Skipped: c[3]}
+		}
+	}
 	if doc.L != 0 {
 		x.Lease = time.UnixMilli(doc.L).UTC()
 	}
