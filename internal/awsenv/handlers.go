@@ -30,6 +30,10 @@ func (e *Env) SQSHandler(pick func(queue string) pipeline.Handler) func(context.
 			e.Log.ErrorContext(ctx, "invoked with an event that is not an SQS batch; failing the invocation", "error", err.Error())
 			return events.SQSEventResponse{}, err
 		}
+		if m, ok := e.Metrics.(*emf); ok {
+			m.hold() // one line per metric and dimensions for the whole batch
+			defer m.release()
+		}
 		byQueue := map[string][]events.SQSMessage{}
 		var order []string
 		for _, r := range ev.Records {

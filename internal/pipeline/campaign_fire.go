@@ -28,6 +28,8 @@ func (p *Pipeline) IngestWithCampaigns(service string, scheduler notify.Schedule
 		return p.Ingest(service, scheduler)
 	}
 	return func(ctx context.Context, msgs []notify.Message) []ItemFailure {
+		ctx, sum := withSummary(ctx, p.clock.Now())
+		defer sum.log(ctx, p, service)
 		return eachConcurrently(ctx, msgs, func(ctx context.Context, m notify.Message) error {
 			if f, ok := fireOf(m.Body); ok {
 				if err := checkFire(f); err != nil {

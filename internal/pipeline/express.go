@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"herald/internal/notify"
@@ -126,19 +127,71 @@ func (p *Pipeline) expressSend(ctx context.Context, n *notify.Notification, inbo
 			return fmt.Errorf("ingest %s: complete: %w", n.ID, err)
 		}
 	}
+	sum := summaryOf(ctx)
 	for i, sm := range batches {
 		if err := p.followUp(ctx, n, sm, outcomes[i], 1); err != nil {
 			return err
 		}
-		p.logBatch(ctx, n, sm, outcomes[i], len(sm.Items), start)
+		p.batchMetrics(ctx, sm, outcomes[i])
+		sum.add(n.ID, outcomes[i], retry)
+	}
+	if len(batches) == 0 {
+		sum.add(n.ID, outcome{}, false)
 	}
 	if retry {
 		return p.recordLater(ctx, n)
 	}
 	p.metric(ctx, "Express", 1, nil)
-	p.log.InfoContext(ctx, "notification finished", "notification_id", n.ID, "service", n.Service,
-		"express", true, "deliveries", len(n.Express.Deliveries), "duration_ms", p.clock.Now().Sub(n.CreatedAt).Milliseconds())
 	return nil
+}
+
+// expressSummary gathers an ingest batch's express sends for its one log line: a line per
+// notification would be a line per recipient, and CloudWatch Logs bills every byte.
+type expressSummary struct {
+	mu                             sync.Mutex
+	ids                            []string
+	sent, failed, expired, retried int
+	reasons                        map[string]int
+	start                          time.Time
+}
+
+type summaryKey struct{}
+
+func withSummary(ctx context.Context, now time.Time) (context.Context, *expressSummary) {
+	s := &expressSummary{reasons: map[string]int{}, start: now}
+	return context.WithValue(ctx, summaryKey{}, s), s
+}
+
+// summaryOf is ctx's summary, or one that goes nowhere.
+func summaryOf(ctx context.Context) *expressSummary {
+	if s, ok := ctx.Value(summaryKey{}).(*expressSummary); ok {
+		return s
+	}
+	return &expressSummary{reasons: map[string]int{}}
+}
+
+func (s *expressSummary) add(id string, o outcome, handedOver bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ids) == 0 || s.ids[len(s.ids)-1] != id {
+		s.ids = append(s.ids, id)
+	}
+	s.sent, s.failed, s.expired, s.retried = s.sent+o.sent, s.failed+o.failed, s.expired+o.expired, s.retried+len(o.retry)
+	for r, k := range o.reasons {
+		s.reasons[r] += k
+	}
+}
+
+// log writes the batch's line, if it sent anything on the express path.
+func (s *expressSummary) log(ctx context.Context, p *Pipeline, service string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ids) == 0 {
+		return
+	}
+	p.log.InfoContext(ctx, "express batch sent", "service", service, "notifications", len(s.ids), "notification_ids", s.ids,
+		"sent", s.sent, "failed", s.failed, "expired", s.expired, "retrying", s.retried, "failure_reasons", s.reasons,
+		"duration_ms", p.clock.Now().Sub(s.start).Milliseconds())
 }
 
 // recoverExpress is a redelivered ingest message's look at an express notification it (or a

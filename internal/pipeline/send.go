@@ -372,6 +372,14 @@ func (p *Pipeline) followUp(ctx context.Context, n *notify.Notification, sm send
 // logBatch emits the batch's metrics and its one summary line: never one per recipient and
 // never an address.
 func (p *Pipeline) logBatch(ctx context.Context, n *notify.Notification, sm sendMsg, o outcome, claimed int, start time.Time) {
+	p.batchMetrics(ctx, sm, o)
+	p.log.InfoContext(ctx, "batch sent", "notification_id", n.ID, "provider", sm.Provider, "app", sm.App,
+		"batch", sm.BatchID, "claimed", claimed, "sent", o.sent, "failed", o.failed, "expired", o.expired, "retrying", len(o.retry),
+		"retry_in", o.delay, "failure_reasons", o.reasons, "duration_ms", p.clock.Now().Sub(start).Milliseconds())
+}
+
+// batchMetrics emits a provider call's counters.
+func (p *Pipeline) batchMetrics(ctx context.Context, sm sendMsg, o outcome) {
 	dims := map[string]string{"Provider": string(sm.Provider)}
 	p.metric(ctx, "Sent", o.sent, dims)
 	p.metric(ctx, "Failed", o.failed, dims)
@@ -380,9 +388,6 @@ func (p *Pipeline) logBatch(ctx context.Context, n *notify.Notification, sm send
 	if o.fellBack > 0 {
 		p.metric(ctx, "FellBack", o.fellBack, dims)
 	}
-	p.log.InfoContext(ctx, "batch sent", "notification_id", n.ID, "provider", sm.Provider, "app", sm.App,
-		"batch", sm.BatchID, "claimed", claimed, "sent", o.sent, "failed", o.failed, "expired", o.expired, "retrying", len(o.retry),
-		"retry_in", o.delay, "failure_reasons", o.reasons, "duration_ms", p.clock.Now().Sub(start).Milliseconds())
 }
 
 func (p *Pipeline) contentFor(n *notify.Notification, ch notify.Channel, locale string) notify.Content {
