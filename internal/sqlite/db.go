@@ -36,7 +36,7 @@ func Open(path string) (*DB, error) {
 		q.Add("_pragma", p)
 	}
 	dsn := "file:" + path + "?" + q.Encode()
-	w, err := sql.Open("sqlite", dsn+"&_txlock=immediate")
+	w, err := sql.Open(cachingDriverName, dsn+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
@@ -47,7 +47,7 @@ func Open(path string) (*DB, error) {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	r, err := sql.Open("sqlite", dsn+"&mode=ro")
+	r, err := sql.Open(cachingDriverName, dsn+"&mode=ro")
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
