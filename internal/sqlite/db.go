@@ -6,9 +6,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"runtime"
+	"sync"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -19,6 +21,8 @@ type DB struct {
 	W    *sql.DB // exactly one connection: every write and read-modify-write goes here
 	R    *sql.DB // readers
 	Path string
+
+	group txGroup // Tx's group commit
 }
 
 // Open opens (creating if needed) the database file at path in WAL mode. path ":memory:" is not
@@ -68,9 +72,137 @@ func (db *DB) Close() error {
 	return err1
 }
 
-// Tx runs fn in a write transaction, committing if fn returns nil.
+// Tx runs fn in a write transaction, committing if fn returns nil. Concurrent calls share
+// transactions (group commit): while one transaction commits, the calls that arrive wait, and
+// the next transaction runs each of them in a savepoint of its own — so each fn still commits or
+// rolls back whole, in a serial order, and a failing fn undoes only its own writes — then commits
+// them together. Every BEGIN and COMMIT costs a WAL write and system calls; under a stream of
+// single sends, sharing them is most of what a write costs.
 func (db *DB) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	r := &txReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	g := &db.group
+	g.mu.Lock()
+	g.pending = append(g.pending, r)
+	lead := !g.busy
+	g.busy = true
+	g.mu.Unlock()
+	if lead {
+		db.runGroup()
+	}
+	for {
+		err := <-r.done
+		if err != errLead {
+			return err
+		}
+		db.runGroup()
+	}
+}
+
+// maxGroup bounds how many calls share one transaction.
+const maxGroup = 64
+
+// errLead tells a waiting call that it runs the next group.
+var errLead = errors.New("sqlite: lead the next group")
+
+type txReq struct {
+	ctx  context.Context
+	fn   func(*sql.Tx) error
+	done chan error
+}
+
+type txGroup struct {
+	mu      sync.Mutex
+	busy    bool // a group is running, or a caller is about to run the next
+	pending []*txReq
+	shared  int // transactions that ran more than one call (for tests)
+}
+
+// runGroup runs the pending calls (up to maxGroup) as one transaction, then hands the next
+// group to the first call still waiting, or ends the busy state.
+func (db *DB) runGroup() {
+	g := &db.group
+	g.mu.Lock()
+	n := min(len(g.pending), maxGroup)
+	batch := g.pending[:n:n]
+	g.pending = append([]*txReq(nil), g.pending[n:]...)
+	g.mu.Unlock()
+
+	db.commitGroup(batch)
+
+	g.mu.Lock()
+	if len(g.pending) == 0 {
+		g.busy = false
+		g.mu.Unlock()
+		return
+	}
+	next := g.pending[0]
+	g.mu.Unlock()
+	next.done <- errLead
+}
+
+// commitGroup runs batch in one transaction and tells each call its outcome.
+func (db *DB) commitGroup(batch []*txReq) {
+	results := make([]error, len(batch))
+	finish := func(all error) {
+		for i, r := range batch {
+			if all != nil && results[i] == nil {
+				results[i] = all
+			}
+			r.done <- results[i]
+		}
+	}
+	if len(batch) == 1 { // alone: no savepoint, and its own context for the transaction
+		r := batch[0]
+		finish(runAlone(r.ctx, db.W, r.fn))
+		return
+	}
+	db.group.mu.Lock()
+	db.group.shared++
+	db.group.mu.Unlock()
+	// The transaction outlives any one caller's context; each fn's statements use its own.
+	ctx := context.Background()
 	tx, err := db.W.BeginTx(ctx, nil)
+	if err != nil {
+		finish(fmt.Errorf("begin: %w", err))
+		return
+	}
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			results[i] = fmt.Errorf("begin: %w", err)
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT herald_group`); err != nil {
+			_ = tx.Rollback()
+			finish(fmt.Errorf("savepoint: %w", err))
+			return
+		}
+		if results[i] = r.fn(tx); results[i] != nil {
+			_, err = tx.ExecContext(ctx, `ROLLBACK TO herald_group`)
+		}
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `RELEASE herald_group`)
+		}
+		if err != nil {
+			// The transaction itself is gone (an interrupted statement rolls back all of it):
+			// nothing of this group is written, and every call is told so.
+			_ = tx.Rollback()
+			finish(fmt.Errorf("savepoint: %w", err))
+			return
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		finish(fmt.Errorf("commit: %w", err))
+		return
+	}
+	finish(nil)
+}
+
+// runAlone is one call's own transaction.
+func runAlone(ctx context.Context, w *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
