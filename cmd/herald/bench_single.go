@@ -145,7 +145,30 @@ it stops and the time to drain it, and the store rows written per send.`)
 			}
 		}()
 	}
+	// The backlog (accepted, not yet at the sandbox) every 5 s: flat when the pipeline keeps up.
+	type sample struct {
+		at             time.Duration
+		accepted, done int
+	}
+	var samples []sample
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case <-t.C:
+				samples = append(samples, sample{time.Since(start), int(accepted.Load()), seen.count()})
+			}
+		}
+	}()
 	wg.Wait()
+	close(stopSampling)
+	<-sampled
 	load := time.Since(start)
 	doneAtStop := seen.count()
 	if len(errs) > 0 {
@@ -197,6 +220,17 @@ it stops and the time to drain it, and the store rows written per send.`)
 		acceptRate, n, load.Round(time.Millisecond), ms(percentile(lat, 0.50)), ms(percentile(lat, 0.99)))
 	fmt.Fprintf(out, "  completed    reached the sandbox while the clients posted   %8.0f notifications/s (%.2f of the accept rate; backlog %d when they stopped)\n",
 		doneRate, doneRate/acceptRate, n-doneAtStop)
+	var windows []string
+	prev := sample{}
+	for _, sm := range samples {
+		w := (sm.at - prev.at).Seconds()
+		windows = append(windows, fmt.Sprintf("%.0fs: %d/s in, %d/s out, backlog %d",
+			sm.at.Seconds(), int(float64(sm.accepted-prev.accepted)/w), int(float64(sm.done-prev.done)/w), sm.accepted-sm.done))
+		prev = sm
+	}
+	if len(windows) > 0 {
+		fmt.Fprintf(out, "  every 5 s    %s\n", strings.Join(windows, "; "))
+	}
 	fmt.Fprintf(out, "  drained      last delivery after the first post              %8.0f notifications/s (%v; every device reached exactly once)\n",
 		float64(n)/drained.Seconds(), drained.Round(time.Millisecond))
 	fmt.Fprintf(out, "  writes       store rows per single send (%s)              %8.2f\n", strings.Join(channels, "+"), float64(tc1-tc0)/float64(n))

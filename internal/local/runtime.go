@@ -5,6 +5,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,10 +35,14 @@ import (
 
 // Options configure a Runtime.
 type Options struct {
-	Config      *config.Config
-	DataDir     string // holds store.db, queue.db and the sandbox's record
-	Addr        string // API listen address, default 127.0.0.1:8080
-	SandboxAddr string // sandbox plain-HTTP address, default 127.0.0.1:0
+	// IngestBacklog is how many messages a service's ingest queue may hold before the API holds
+	// that service's next request back (up to 2 s, then queues it anyway): 0 is the default,
+	// defaultIngestBacklog; negative turns the backpressure off. See backpressure.
+	IngestBacklog int
+	Config        *config.Config
+	DataDir       string // holds store.db, queue.db and the sandbox's record
+	Addr          string // API listen address, default 127.0.0.1:8080
+	SandboxAddr   string // sandbox plain-HTTP address, default 127.0.0.1:0
 	// SandboxInMemory keeps the sandbox's record in memory only (benchmarks); by default it is
 	// appended to a file in DataDir so it survives restarts.
 	SandboxInMemory bool
@@ -233,8 +238,12 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		// and its stream are same-origin.
 		extra["GET "+sandbox.WebAppPrefix] = sandbox.WebApp()
 	}
+	var producer notify.Producer = r.Queue
+	if o.IngestBacklog >= 0 {
+		producer = newBackpressure(r.Queue, r.Queue.Depth, cmp.Or(o.IngestBacklog, defaultIngestBacklog))
+	}
 	r.server = api.NewServer(api.New(api.Options{
-		Store: r.Store, Queue: r.Queue, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
+		Store: r.Store, Queue: producer, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
 		Admin: r.Queue, Queues: append(o.Config.QueueNames(), notify.QueueExport), AdminServices: o.Config.AdminServices(),
 		Scheduler: r.Scheduler, Apps: o.Config.ProviderApps(), CursorKey: api.CursorKeyFrom(o.Config.Contacts.EncryptionKey),
 		Audit:          r.Store,

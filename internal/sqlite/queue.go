@@ -742,3 +742,13 @@ func queueDBError(err error, format string, args ...any) error {
 	}
 	return notify.Wrap(code, err, format, args...)
 }
+
+// Depth is how many messages queue holds (ready, delayed and in flight): one count over its
+// index, cheaper than Stats, for the local runtime's backpressure.
+func (q *Queue) Depth(ctx context.Context, queue string) (int, error) {
+	var n int
+	if err := q.db.R.QueryRowContext(ctx, `SELECT count(*) FROM queue_messages WHERE queue = ?`, queue).Scan(&n); err != nil {
+		return 0, queueDBError(err, "depth of %s", queue)
+	}
+	return n, nil
+}
