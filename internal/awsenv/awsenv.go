@@ -198,9 +198,9 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 			MaxAttempts: cfg.Retry.MaxAttempts, RetryBase: cfg.Retry.Base.D(), RetryMax: cfg.Retry.Max.D(),
 			SendLease: cfg.Lanes["realtime"].Send.VisibilityTimeout.D(), InboxTTL: cfg.Inbox.TTL.D(),
 			QuietHours: cfg.QuietHoursPolicy(), AdPrefix: cfg.Marketing.AdPrefix,
-			AlimTalkFallback: cfg.Providers.AlimTalk.FallbackSMS(),
-			VerdictCheck:     cfg.Providers.AlimTalk.VerdictCheck.D(),
-			VerdictDeadline:  cfg.Providers.AlimTalk.VerdictDeadline.D(),
+			AlimTalkFallback: cfg.Providers.AlimTalk.FallbackSMS(), ExpressMaxRecipients: cfg.ExpressMaxRecipients(),
+			VerdictCheck:    cfg.Providers.AlimTalk.VerdictCheck.D(),
+			VerdictDeadline: cfg.Providers.AlimTalk.VerdictDeadline.D(),
 		})
 	return e, nil
 }

@@ -106,6 +106,21 @@ type Lane struct {
 	Prepare Consumer `yaml:"prepare"`
 	Send    Consumer `yaml:"send"`
 	Record  Consumer `yaml:"record"`
+	// ExpressMaxRecipients (realtime only) is the most recipients a notification may have for
+	// ingest to send it itself — the express path, docs/design.md §3; unset: 4, 0: never.
+	ExpressMaxRecipients *int `yaml:"express_max_recipients"`
+}
+
+// ExpressMaxRecipients is pipeline.Config's: 0 for the default, negative for never.
+func (c *Config) ExpressMaxRecipients() int {
+	n := c.Lanes["realtime"].ExpressMaxRecipients
+	switch {
+	case n == nil:
+		return 0
+	case *n == 0:
+		return -1
+	}
+	return *n
 }
 
 // Retry is the delivery retry policy.
@@ -483,6 +498,9 @@ func (c *Config) Validate() error {
 		}
 		for stage, cs := range map[string]Consumer{"prepare": l.Prepare, "send": l.Send, "record": l.Record} {
 			cs.validate("lanes."+name+"."+stage, bad)
+		}
+		if n := l.ExpressMaxRecipients; n != nil && (name != "realtime" || *n < 0 || *n > 8) {
+			bad("lanes."+name+".express_max_recipients", "%d: want 0 (never) to 8, on the realtime lane only", *n)
 		}
 	}
 	for name, cs := range c.Stages {

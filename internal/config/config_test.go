@@ -203,3 +203,34 @@ func TestAlertsSlack(t *testing.T) {
 		}
 	}
 }
+
+func TestExpressMaxRecipients(t *testing.T) {
+	t.Parallel()
+	base := "env: dev\nsandbox: true\nservices: [{name: orders, api_keys: [orders-key-123]}]\n" +
+		"contacts: {encryption_key: aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}\n"
+	for _, c := range []struct {
+		lanes string
+		want  int
+	}{
+		{"", 0},
+		{"lanes: {realtime: {express_max_recipients: 0}}\n", -1},
+		{"lanes: {realtime: {express_max_recipients: 2}}\n", 2},
+	} {
+		cfg, err := Parse([]byte(base + c.lanes))
+		if err != nil {
+			t.Fatalf("%q: %v", c.lanes, err)
+		}
+		if got := cfg.ExpressMaxRecipients(); got != c.want {
+			t.Errorf("%q: ExpressMaxRecipients() = %d, want %d", c.lanes, got, c.want)
+		}
+	}
+	for _, bad := range []string{
+		"lanes: {realtime: {express_max_recipients: 9}}\n",
+		"lanes: {realtime: {express_max_recipients: -1}}\n",
+		"lanes: {bulk: {express_max_recipients: 2}}\n",
+	} {
+		if _, err := Parse([]byte(base + bad)); err == nil || !strings.Contains(err.Error(), "express_max_recipients") {
+			t.Errorf("%q: %v, want a problem naming express_max_recipients", bad, err)
+		}
+	}
+}

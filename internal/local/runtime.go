@@ -198,9 +198,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		QuietHours:  o.Config.QuietHoursPolicy(),
 		AdPrefix:    o.Config.Marketing.AdPrefix,
 		// The one line the AlimTalk channel adds: its SMS/LMS fallback default.
-		AlimTalkFallback: o.Config.Providers.AlimTalk.FallbackSMS(),
-		VerdictCheck:     o.Config.Providers.AlimTalk.VerdictCheck.D(),
-		VerdictDeadline:  o.Config.Providers.AlimTalk.VerdictDeadline.D(),
+		AlimTalkFallback: o.Config.Providers.AlimTalk.FallbackSMS(), ExpressMaxRecipients: o.Config.ExpressMaxRecipients(),
+		VerdictCheck:    o.Config.Providers.AlimTalk.VerdictCheck.D(),
+		VerdictDeadline: o.Config.Providers.AlimTalk.VerdictDeadline.D(),
 	})
 
 	r.Campaigns = campaign.New(campaign.Deps{

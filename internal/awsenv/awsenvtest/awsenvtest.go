@@ -78,6 +78,9 @@ services:
     iam_principals: ["arn:aws:iam::000000000000:role/demo-service"]
     admin: true
 retry: {base: 1s, max: 2s}
+# The stage path: these tests follow a notification through every stage's queue (the express
+# path is the cost bench's and the stack box's).
+lanes: {realtime: {express_max_recipients: 0}}
 providers:
   fcm: {apps: {default: {project_id: herald-test, endpoint: %q}}}
   ses: {from: noreply@example.com, endpoint: %q}

@@ -56,14 +56,15 @@ type Result struct {
 
 // The scenarios' titles.
 const (
-	TitleProducer = "transactional (SQS producer, push+inbox)"
-	TitleAPI      = "transactional (HTTP API, push+inbox)"
-	TitleCampaign = "marketing campaign (app_devices, bulk lane, push)"
+	TitleProducer     = "transactional (SQS producer, push+inbox)"
+	TitleProducerPush = "transactional (SQS producer, push)"
+	TitleAPI          = "transactional (HTTP API, push+inbox)"
+	TitleCampaign     = "marketing campaign (app_devices, bulk lane, push)"
 )
 
-// Run measures the three scenarios: Sends single-recipient transactional pushes with the inbox
-// channel produced to the ingest queue in SendMessageBatch calls of 10; as many through the HTTP
-// API; a campaign to Devices devices.
+// Run measures the four scenarios: Sends single-recipient transactional pushes with the inbox
+// channel produced to the ingest queue in SendMessageBatch calls of 10, and as many without the
+// inbox; as many with the inbox through the HTTP API; a campaign to Devices devices.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Sends < 1 || o.Devices < 1 {
 		return nil, errors.New("need at least one send and one device")
@@ -132,31 +133,38 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil
 	}
 
-	// (a) a producer's SendMessageBatch calls of 10 to its ingest queue.
-	if err := measure(TitleProducer, o.Sends, func(ctx context.Context) error {
-		var entries []sqstypes.SendMessageBatchRequestEntry
-		flush := func() error {
-			if len(entries) == 0 {
-				return nil
+	// (a) a producer's SendMessageBatch calls of 10 to its ingest queue, with the inbox channel and
+	// without.
+	produce := func(tag string, channels ...string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			var entries []sqstypes.SendMessageBatchRequestEntry
+			flush := func() error {
+				if len(entries) == 0 {
+					return nil
+				}
+				out, err := w.sqs.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(w.queueURL(notify.IngestQueue(service))), Entries: entries})
+				entries = entries[:0]
+				if err == nil && len(out.Failed) > 0 {
+					err = fmt.Errorf("SendMessageBatch: %d entries failed (%s)", len(out.Failed), aws.ToString(out.Failed[0].Message))
+				}
+				return err
 			}
-			out, err := w.sqs.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(w.queueURL(notify.IngestQueue(service))), Entries: entries})
-			entries = entries[:0]
-			if err == nil && len(out.Failed) > 0 {
-				err = fmt.Errorf("SendMessageBatch: %d entries failed (%s)", len(out.Failed), aws.ToString(out.Failed[0].Message))
-			}
-			return err
-		}
-		for i := range o.Sends {
-			body, _ := json.Marshal(sendRequest(fmt.Sprintf("cost-%d-q-%d", run, i), i))
-			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(string(body))})
-			if len(entries) == 10 {
-				if err := flush(); err != nil {
-					return err
+			for i := range o.Sends {
+				body, _ := json.Marshal(sendRequest(fmt.Sprintf("cost-%d-%s-%d", run, tag, i), i, channels...))
+				entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(string(body))})
+				if len(entries) == 10 {
+					if err := flush(); err != nil {
+						return err
+					}
 				}
 			}
+			return flush()
 		}
-		return flush()
-	}); err != nil {
+	}
+	if err := measure(TitleProducer, o.Sends, produce("q", "push", "inbox")); err != nil {
+		return nil, err
+	}
+	if err := measure(TitleProducerPush, o.Sends, produce("p", "push")); err != nil {
 		return nil, err
 	}
 
@@ -170,7 +178,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			go func() {
 				defer wg.Done()
 				for i := int(next.Add(1) - 1); i < o.Sends; i = int(next.Add(1) - 1) {
-					if _, err := w.call(ctx, api, "POST", "/v1/notifications", sendRequest(fmt.Sprintf("cost-%d-a-%d", run, i), i), 202); err != nil {
+					if _, err := w.call(ctx, api, "POST", "/v1/notifications", sendRequest(fmt.Sprintf("cost-%d-a-%d", run, i), i, "push", "inbox"), 202); err != nil {
 						errs <- err
 						return
 					}
@@ -201,10 +209,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// sendRequest is one single-recipient transactional push with the inbox channel to user i.
-func sendRequest(key string, i int) map[string]any {
+// sendRequest is one single-recipient transactional notification on channels to user i.
+func sendRequest(key string, i int, channels ...string) map[string]any {
 	return map[string]any{
-		"idempotency_key": key, "channels": []string{"push", "inbox"},
+		"idempotency_key": key, "channels": channels,
 		"content":    map[string]string{"title": "Your order shipped", "body": fmt.Sprintf("Order #%d is on its way.", 1000+i)},
 		"recipients": []map[string]string{{"user_id": userID("cost-user", i)}},
 	}

@@ -27,7 +27,7 @@ func TestRunSmall(t *testing.T) {
 	var out bytes.Buffer
 	res.Print(&out, cost.USEast1)
 	t.Logf("\n%s", out.String())
-	if len(res.Scenarios) != 3 {
+	if len(res.Scenarios) != 4 {
 		t.Fatalf("%d scenarios", len(res.Scenarios))
 	}
 	for _, s := range res.Scenarios {
@@ -48,16 +48,39 @@ func TestRunSmall(t *testing.T) {
 		if sqs < int64(u.Recipients/10) || u.SQSRequests["ReceiveMessage"] == 0 || u.SQSRequests["DeleteMessageBatch"] == 0 {
 			t.Errorf("%s: SQS %v", s.Title, u.SQSRequests)
 		}
-		for _, fn := range []string{"prepare", "send", "record"} {
+		// A single send takes the express path: ingest prepares, sends and records it, and
+		// nothing reaches the stage queues; a campaign goes through every stage.
+		campaign := s.Title == TitleCampaign
+		stages := []string{"prepare", "send", "record"}
+		if !campaign {
+			stages = []string{"ingest"}
+		}
+		for _, fn := range stages {
 			if u.Lambda[fn].Invocations == 0 || u.Lambda[fn].BilledMS < u.Lambda[fn].Invocations {
 				t.Errorf("%s: %s %+v", s.Title, fn, u.Lambda[fn])
+			}
+		}
+		if !campaign {
+			for _, fn := range []string{"prepare", "send", "record"} {
+				if u.Lambda[fn].Invocations != 0 {
+					t.Errorf("%s: %s invoked %d times; a single send should take the express path", s.Title, fn, u.Lambda[fn].Invocations)
+				}
 			}
 		}
 		if u.LogBytes == 0 {
 			t.Errorf("%s: nothing logged", s.Title)
 		}
 	}
-	producer, api, campaign := res.Scenarios[0].Usage, res.Scenarios[1].Usage, res.Scenarios[2].Usage
+	producer, push, api, campaign := res.Scenarios[0].Usage, res.Scenarios[1].Usage, res.Scenarios[2].Usage, res.Scenarios[3].Usage
+	// Without the inbox a send writes one item fewer: the notification with its claimed delivery,
+	// then its verdict.
+	if res.Scenarios[1].StoreWrites != 2*int64(sends) || res.Scenarios[0].StoreWrites != 3*int64(sends) {
+		t.Errorf("store writes: %d with the inbox, %d without, for %d sends; want 3 and 2 a send",
+			res.Scenarios[0].StoreWrites, res.Scenarios[1].StoreWrites, sends)
+	}
+	if push.WriteUnits >= producer.WriteUnits {
+		t.Errorf("write units: %.1f without the inbox, %.1f with it", push.WriteUnits, producer.WriteUnits)
+	}
 	if producer.SQSRequests["SendMessageBatch"] < sends/10 || producer.HTTPAPIRequests != 0 || producer.Lambda["api"].Invocations != 0 {
 		t.Errorf("producer: %+v", producer)
 	}
