@@ -63,7 +63,8 @@ func TestStreamAPI(t *testing.T) {
 		// POST @connections, never any other execute-api action.
 		var holders []string
 		for id, r := range s.resources {
-			if r["Type"] != "AWS::IAM::Policy" {
+			// A role's statements may overflow from its inline policy into a managed one.
+			if r["Type"] != "AWS::IAM::Policy" && r["Type"] != "AWS::IAM::ManagedPolicy" {
 				continue
 			}
 			for _, st := range list(s.props(id)["PolicyDocument"].(map[string]any)["Statement"]) {

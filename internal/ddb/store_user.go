@@ -281,7 +281,7 @@ func (s *Store) ListDevices(ctx context.Context, userIDs []string) (map[string][
 	err := forEach(ctx, len(users), func(ctx context.Context, i int) error {
 		var items []deviceItem
 		err := s.users().Get(attrPK, userPK(users[i])).Range(attrSK, dynamo.BeginsWith, skDevicePfx).
-			Consistent(true).All(ctx, &items)
+			Consistent(!notify.EventualReads(ctx)).All(ctx, &items)
 		if err != nil {
 			return fmt.Errorf("query devices: %w", err)
 		}
@@ -386,7 +386,7 @@ func (s *Store) batchGetUsers(ctx context.Context, userIDs []string, sk string, 
 	for i, u := range users {
 		keys[i] = dynamo.Keys{userPK(u), sk}
 	}
-	err := s.users().Batch(attrPK, attrSK).Get(keys...).Consistent(true).All(ctx, out)
+	err := s.users().Batch(attrPK, attrSK).Get(keys...).Consistent(!notify.EventualReads(ctx)).All(ctx, out)
 	if err != nil && !errors.Is(err, dynamo.ErrNotFound) {
 		return err
 	}

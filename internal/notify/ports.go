@@ -375,3 +375,20 @@ type Metrics interface {
 	// Add adds value to the counter name with the given dimensions (e.g. Provider=fcm).
 	Add(ctx context.Context, name string, value int, dims map[string]string)
 }
+
+type eventualReadsKey struct{}
+
+// WithEventualReads marks ctx's reads of users (devices, contacts, preferences) as allowed to
+// be eventually consistent: about a second behind, at half the read cost in DynamoDB. The bulk
+// lane reads this way — a campaign's member whose device was registered a moment ago is one of
+// many — while a realtime send reads strongly, so the device registered just before a login
+// code gets it. Stores that read consistently anyway ignore it.
+func WithEventualReads(ctx context.Context) context.Context {
+	return context.WithValue(ctx, eventualReadsKey{}, true)
+}
+
+// EventualReads reports whether WithEventualReads marked ctx.
+func EventualReads(ctx context.Context) bool {
+	v, _ := ctx.Value(eventualReadsKey{}).(bool)
+	return v
+}

@@ -89,6 +89,7 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 
 	bulk := lane(n) == notify.LaneBulk
 	if bulk {
+		ctx = notify.WithEventualReads(ctx)
 		// The chunk marker is written last on this lane: one that exists means every send batch
 		// of the chunk was enqueued already.
 		done, err := p.store.ChunkPrepared(ctx, n.ID, pm.Chunk)
