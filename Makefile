@@ -49,7 +49,9 @@ build: ## build the herald CLI into bin/ and every Lambda into bin/lambda/<name>
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/herald ./cmd/herald
 	@$(MAKE) --no-print-directory build-lambda
 
-bench: build tools ## print figures: pipeline vs raw SDK throughput, a campaign (wall time, real-time latency during it, writes per recipient), a 1,000,000-row export (rows/s, peak heap), the AWS bill per million recipients (DynamoDB Local), function init and size, stores, queue
+bench: build tools ## print figures: single sends end to end (rates, backlog, rows per send), pipeline vs raw SDK throughput, a campaign (wall time, real-time latency during it, writes per recipient), a 1,000,000-row export (rows/s, peak heap), the AWS bill per million recipients (DynamoDB Local), function init and size, stores, queue
+	$(BIN)/herald bench single --duration $(or $(SINGLE_DURATION),20s)
+	$(BIN)/herald bench single --duration $(or $(SINGLE_DURATION),20s) --inbox
 	$(BIN)/herald bench --recipients $(or $(RECIPIENTS),100000)
 	$(BIN)/herald bench campaign --devices $(or $(DEVICES),300000)
 	$(BIN)/herald bench export --rows $(or $(EXPORT_ROWS),1000000)

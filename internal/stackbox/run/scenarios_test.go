@@ -283,7 +283,8 @@ func (s *scenarios) bounce(t *testing.T) {
 		for range 40 {
 			var st string
 			st, v = s.notificationStatus(t, second)
-			if st != "ACCEPTED" && st != "PROCESSING" && st != "DISPATCHING" {
+			// 404 until ingest has stored it: the API answers before the queue is read.
+			if st != "HTTP 404" && st != "ACCEPTED" && st != "PROCESSING" && st != "DISPATCHING" {
 				break
 			}
 			time.Sleep(250 * time.Millisecond)
