@@ -248,6 +248,30 @@ func (s *scenarios) transactionalSend(t *testing.T) {
 	if code, _ := s.call(t, "", s.box.API.Token("bob", time.Hour), "GET", "/v1/users/alice/inbox", nil); code != http.StatusForbidden {
 		t.Fatalf("bob's JWT on alice's inbox: %d, want 403", code)
 	}
+
+	// A push the provider throttles once leaves the express path: ingest hands its delivery to
+	// the deliveries table and the send queue, and send and record finish it — the grants of
+	// that hand-over are exercised here.
+	throttled := "fcm-stackbox-dave-x-throttle1"
+	s.mustCall(t, 200, "PUT", "/v1/users/dave/devices/"+throttled, map[string]any{"platform": "fcm"})
+	out = s.mustCall(t, 202, "POST", "/v1/notifications", map[string]any{
+		"idempotency_key": "stackbox-order-2", "channels": []string{"push"},
+		"content":    map[string]any{"title": "Your order shipped", "body": "Order #2 is on its way."},
+		"recipients": []any{map[string]any{"user_id": "dave"}},
+	})
+	id, _ = out["id"].(string)
+	v := s.waitStatus(t, id, "SENT", 60*time.Second)
+	if n := len(s.box.Sandbox.Recorder.List("fcm", throttled)); n != 1 {
+		t.Fatalf("the sandbox got %d pushes for %s, want 1 (after one throttled attempt): %v", n, throttled, v)
+	}
+	sent := false
+	for _, c := range s.box.Calls() {
+		sent = sent || (strings.HasSuffix(c.Caller, "ingest") && c.Request.Action == "sqs:SendMessage" &&
+			strings.HasSuffix(c.Request.Resource, "herald-dev-send-realtime") && c.Allowed)
+	}
+	if !sent {
+		t.Fatal("ingest never handed the throttled push to send-realtime")
+	}
 }
 
 type lockedBuffer struct {
