@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -63,7 +65,8 @@ func decodeJSON(raw []byte, v any) error {
 	if !utf8.Valid(raw) {
 		return notify.Errorf(notify.EINVALID, "request body is not valid UTF-8 (at byte offset %d)", invalidUTF8At(raw))
 	}
-	if path, ok := duplicateKey(raw); ok {
+	path, keys, dup := scanKeys(raw)
+	if dup {
 		return notify.FieldError(path, "the key %q appears twice in the same object", lastKey(path))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -73,6 +76,9 @@ func decodeJSON(raw []byte, v any) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return notify.Errorf(notify.EINVALID, "unexpected data after the JSON object (at byte offset %d)", dec.InputOffset())
+	}
+	if !mayBeInexact(keys, reflect.TypeOf(v)) {
+		return nil
 	}
 	if path, want, ok := inexactKey(raw, reflect.TypeOf(v), ""); ok {
 		return notify.FieldError(path, "unknown field %q (keys are case-sensitive: %q)", lastKey(path), want)
@@ -170,32 +176,46 @@ func joinPath(path, key string) string {
 // the path of the second. A syntax error ends the scan without a finding: decoding reports it.
 // (encoding/json/v2 refuses duplicates itself, but in Go 1.26 it needs GOEXPERIMENT=jsonv2.)
 func duplicateKey(raw []byte) (string, bool) {
-	type frame struct {
-		object  bool
-		keys    map[string]bool
-		path    string
-		key     string // object: the key whose value comes next
-		n       int    // array: the index of the next element
-		wantKey bool
+	path, _, ok := scanKeys(raw)
+	return path, ok
+}
+
+// keyFrame is an object or array scanKeys is inside. Paths are built only for a finding, from
+// the frames' parents: a 10,000-recipient request has 10,000 objects, and formatting a path for
+// each was most of the scan.
+type keyFrame struct {
+	object  bool
+	keys    []string // this object's keys so far (objects here have few)
+	parent  *keyFrame
+	pkey    string // the key this value has in its parent object
+	pidx    int    // or its index in its parent array
+	key     string // object: the key whose value comes next
+	n       int    // array: the index of the next element
+	wantKey bool
+}
+
+func (f *keyFrame) path() string {
+	if f.parent == nil {
+		return ""
 	}
+	if f.parent.object {
+		return joinPath(f.parent.path(), f.pkey)
+	}
+	return fmt.Sprintf("%s[%d]", f.parent.path(), f.pidx)
+}
+
+// scanKeys scans raw for an object with the same key twice (the path of the second, found)
+// and returns every distinct object key it met. A syntax error ends the scan without a finding.
+func scanKeys(raw []byte) (dup string, keys map[string]struct{}, found bool) {
+	keys = map[string]struct{}{}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	var stack []*frame
-	valuePath := func() string {
-		if len(stack) == 0 {
-			return ""
-		}
-		top := stack[len(stack)-1]
-		if top.object {
-			return joinPath(top.path, top.key)
-		}
-		return fmt.Sprintf("%s[%d]", top.path, top.n)
-	}
+	var top *keyFrame
 	afterValue := func() {
-		if len(stack) == 0 {
+		if top == nil {
 			return
 		}
-		if top := stack[len(stack)-1]; top.object {
+		if top.object {
 			top.wantKey = true
 		} else {
 			top.n++
@@ -204,37 +224,93 @@ func duplicateKey(raw []byte) (string, bool) {
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return "", false
+			return "", keys, false
 		}
-		if len(stack) > 0 && stack[len(stack)-1].object && stack[len(stack)-1].wantKey {
-			top := stack[len(stack)-1]
+		if top != nil && top.object && top.wantKey {
 			if k, ok := tok.(string); ok {
-				if top.keys[k] {
-					return joinPath(top.path, k), true
+				if slices.Contains(top.keys, k) {
+					return joinPath(top.path(), k), keys, true
 				}
-				top.keys[k] = true
+				top.keys = append(top.keys, k)
+				keys[k] = struct{}{}
 				top.key, top.wantKey = k, false
 				continue
 			}
 			// '}': the object ends.
-			stack = stack[:len(stack)-1]
+			top = top.parent
 			afterValue()
 		} else if d, ok := tok.(json.Delim); ok {
 			switch d {
 			case '{', '[':
-				stack = append(stack, &frame{object: d == '{', keys: map[string]bool{}, path: valuePath(), wantKey: d == '{'})
+				f := &keyFrame{object: d == '{', parent: top, wantKey: d == '{'}
+				if top != nil {
+					f.pkey, f.pidx = top.key, top.n
+				}
+				top = f
 				continue
 			default: // ']'
-				stack = stack[:len(stack)-1]
+				top = top.parent
 				afterValue()
 			}
 		} else {
 			afterValue()
 		}
-		if len(stack) == 0 {
-			return "", false
+		if top == nil {
+			return "", keys, false
 		}
 	}
+}
+
+// mayBeInexact reports whether a key of keys could name a field of t's tree only by
+// encoding/json's case-insensitive match — one that folds to a field's name without being it —
+// so that the inexactKey walk is needed at all. Non-ASCII keys always may.
+func mayBeInexact(keys map[string]struct{}, t reflect.Type) bool {
+	names := foldedNames(t)
+	for k := range keys {
+		for i := 0; i < len(k); i++ {
+			if k[i] >= utf8.RuneSelf {
+				return true
+			}
+		}
+		if exact, ok := names[strings.ToLower(k)]; ok && !slices.Contains(exact, k) {
+			return true
+		}
+	}
+	return false
+}
+
+var foldedCache sync.Map // reflect.Type → map[string][]string
+
+// foldedNames maps the lower-case form of every JSON field name in t's tree to the names.
+func foldedNames(t reflect.Type) map[string][]string {
+	if v, ok := foldedCache.Load(t); ok {
+		return v.(map[string][]string)
+	}
+	names := map[string][]string{}
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		t = deref(t)
+		if t == nil || seen[t] {
+			return
+		}
+		seen[t] = true
+		switch t.Kind() {
+		case reflect.Struct:
+			for _, f := range jsonFields(t) {
+				l := strings.ToLower(f.name)
+				if !slices.Contains(names[l], f.name) {
+					names[l] = append(names[l], f.name)
+				}
+				walk(f.typ)
+			}
+		case reflect.Map, reflect.Slice, reflect.Array:
+			walk(t.Elem())
+		}
+	}
+	walk(t)
+	foldedCache.Store(t, names)
+	return names
 }
 
 // decodeError translates an encoding/json error on raw, decoded into a value of type t, into a

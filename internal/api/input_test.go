@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -476,5 +477,29 @@ func TestSlowUploadOutlivesReadTimeout(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 {
 		t.Fatalf("upload over 2 s with a 1 s read timeout: %d %s", resp.StatusCode, body)
+	}
+}
+
+// The case-insensitive-key walk runs only when some key could match a field inexactly.
+func TestMayBeInexact(t *testing.T) {
+	t.Parallel()
+	typ := reflect.TypeOf(notify.SendRequest{})
+	for _, c := range []struct {
+		keys []string
+		want bool
+	}{
+		{[]string{"idempotency_key", "recipients", "user_id", "title", "body"}, false},
+		{[]string{"order_id", "coupon"}, false}, // data keys that are no field's
+		{[]string{"recipients", "Title"}, true},
+		{[]string{"USER_ID"}, true},
+		{[]string{"tıtle"}, true}, // non-ASCII: always walked
+	} {
+		keys := map[string]struct{}{}
+		for _, k := range c.keys {
+			keys[k] = struct{}{}
+		}
+		if got := mayBeInexact(keys, typ); got != c.want {
+			t.Errorf("mayBeInexact(%v) = %v, want %v", c.keys, got, c.want)
+		}
 	}
 }
