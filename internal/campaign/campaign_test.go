@@ -55,12 +55,15 @@ func (p *producer) chunks(t *testing.T, id string) map[int]int {
 		var pm struct {
 			NotificationID string `json:"notification_id"`
 			Chunk          int    `json:"chunk"`
+			Count          int    `json:"count"` // a run of chunks in one message (a page)
 		}
 		if err := json.Unmarshal(m.Body, &pm); err != nil {
 			t.Fatal(err)
 		}
 		if pm.NotificationID == id {
-			out[pm.Chunk]++
+			for k := pm.Chunk; k < pm.Chunk+max(pm.Count, 1); k++ {
+				out[k]++
+			}
 		}
 	}
 	return out

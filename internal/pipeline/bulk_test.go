@@ -289,3 +289,46 @@ func TestBulkBatchOfADeadWorkerIsResentAfterItsLease(t *testing.T) {
 		}
 	}
 }
+
+// A campaign page is one prepare message for its run of chunks: each chunk is prepared once,
+// a redelivery prepares nothing again, and a count out of range is refused.
+func TestPrepareMessageForARunOfChunks(t *testing.T) {
+	t.Parallel()
+	b := newBulkHarness(t)
+	ctx := t.Context()
+	const tokens = 1200 // chunks of 500: 0, 1 and 2
+	rs := make([]notify.Recipient, tokens)
+	for i := range rs {
+		rs[i] = notify.Recipient{FCMToken: fmt.Sprintf("run-%04d-token-padding-to-a-realistic-length", i)}
+	}
+	n := &notify.Notification{ID: notify.NewID("n_", b.clock.Now()), Service: "shop", Category: notify.CategoryMarketing,
+		Lane: notify.LaneBulk, Channels: []notify.Channel{notify.ChannelPush}, Content: notify.Content{Title: "t", Body: "b"},
+		Recipients: rs, Status: notify.StatusProcessing, Stats: notify.Stats{ChunksTotal: 3}, CreatedAt: b.clock.Now(), UpdatedAt: b.clock.Now()}
+	if _, _, err := b.st.CreateNotification(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(fmt.Sprintf(`{"notification_id":%q,"chunk":0,"count":3}`, n.ID))
+	for range 2 { // the second: a redelivery
+		if err := b.q.Send(ctx, "prepare-bulk", notify.OutMessage{Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		b.drain(t, "prepare-bulk", b.p.Prepare())
+		b.drain(t, "send-bulk", b.p.Send())
+		b.drain(t, "record-bulk", b.p.Record())
+	}
+	for _, r := range rs {
+		if got := b.fcm.accepted[r.FCMToken]; len(got) != 1 {
+			t.Fatalf("token %s sent %d times, want once", r.FCMToken, len(got))
+		}
+	}
+	stored, _ := b.st.GetNotification(ctx, n.ID)
+	if stored.Status != notify.StatusSent || stored.Stats.ChunksPrepared != 3 {
+		t.Fatalf("status %s, chunks prepared %d", stored.Status, stored.Stats.ChunksPrepared)
+	}
+	for _, bad := range []string{`{"notification_id":%q,"chunk":0,"count":11}`, `{"notification_id":%q,"chunk":2,"count":2}`} {
+		fails := b.p.Prepare()(ctx, []notify.Message{{ID: "x", Body: []byte(fmt.Sprintf(bad, n.ID))}})
+		if len(fails) != 1 || !notify.IsCode(fails[0].Err, notify.EINVALID) {
+			t.Fatalf("%s: %v, want invalid", bad, fails)
+		}
+	}
+}

@@ -39,11 +39,17 @@ func (p *Pipeline) EnqueuePrepare(ctx context.Context, n *notify.Notification, f
 }
 
 // PrepareBodies returns the prepare message bodies of chunks [from, to) of n, for a sender that
-// is not the pipeline (the campaign state machine's Map puts them on prepare-bulk itself).
+// is not the pipeline (the campaign state machine's Map puts them on prepare-bulk itself): one
+// message for up to maxChunksPerMessage consecutive chunks, so a page is one Map iteration —
+// Step Functions bills every state transition.
 func (p *Pipeline) PrepareBodies(n *notify.Notification, from, to int) ([]json.RawMessage, error) {
-	out := make([]json.RawMessage, 0, max(0, to-from))
-	for c := from; c < to; c++ {
-		b, err := json.Marshal(prepareMsg{NotificationID: n.ID, Chunk: c})
+	out := make([]json.RawMessage, 0, max(0, (to-from+maxChunksPerMessage-1)/maxChunksPerMessage))
+	for c := from; c < to; c += maxChunksPerMessage {
+		m := prepareMsg{NotificationID: n.ID, Chunk: c}
+		if k := min(maxChunksPerMessage, to-c); k > 1 {
+			m.Count = k
+		}
+		b, err := json.Marshal(m)
 		if err != nil {
 			return nil, fmt.Errorf("encode prepare message: %w", err)
 		}

@@ -11,11 +11,18 @@ import (
 	"herald/internal/notify"
 )
 
-// prepareMsg asks prepare to resolve one chunk of a notification's recipients.
+// prepareMsg asks prepare to resolve one chunk of a notification's recipients, or Count
+// consecutive chunks from Chunk (a campaign page, so that its state machine sends one message a
+// page: every message is a Step Functions transition, billed).
 type prepareMsg struct {
 	NotificationID string `json:"notification_id"`
 	Chunk          int    `json:"chunk"`
+	Count          int    `json:"count,omitempty"` // 0 or 1: the one chunk
 }
+
+// maxChunksPerMessage bounds a prepareMsg's Count: a page of the campaign's (5,000 recipients
+// in chunks of 500).
+const maxChunksPerMessage = 10
 
 // Ingest returns the handler of service's ingest queue: validate, dedupe on (service,
 // idempotency key), persist, then schedule (future send_at) or fan out to prepare.

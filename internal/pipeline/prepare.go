@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"herald/internal/notify"
@@ -63,6 +64,42 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 	if err := decode(m.Body, &pm); err != nil {
 		return err
 	}
+	if pm.Count < 0 || pm.Count > maxChunksPerMessage {
+		return notify.Errorf(notify.EINVALID, "prepare %s: count %d outside 0–%d", pm.NotificationID, pm.Count, maxChunksPerMessage)
+	}
+	if pm.Count <= 1 {
+		return p.prepareChunk(ctx, pm)
+	}
+	if pm.Chunk < 0 || pm.Chunk > math.MaxInt/p.cfg.ChunkSize-pm.Count {
+		return notify.Errorf(notify.EINVALID, "prepare %s: chunk %d out of range", pm.NotificationID, pm.Chunk)
+	}
+	// The chunks side by side: each waits on the store. Each is idempotent on its own, so a
+	// message retried for one chunk's failure changes nothing in the others.
+	errs := make([]error, pm.Count)
+	var wg sync.WaitGroup
+	for k := range pm.Count {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[k] = p.prepareChunk(ctx, prepareMsg{NotificationID: pm.NotificationID, Chunk: pm.Chunk + k})
+		}()
+	}
+	wg.Wait()
+	// A retryable failure first, so the message comes back for it; else the first permanent one.
+	var first error
+	for _, err := range errs {
+		if err != nil && notify.IsRetryable(err) {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// prepareChunk prepares chunk pm.Chunk.
+func (p *Pipeline) prepareChunk(ctx context.Context, pm prepareMsg) error {
 	n, err := p.notification(ctx, pm.NotificationID)
 	if notify.IsCode(err, notify.ENOTFOUND) {
 		return notify.Wrap(notify.EINVALID, err, "prepare: unknown notification %s", pm.NotificationID)
