@@ -16,8 +16,9 @@ import (
 // every billable request (internal/cost/costbench), priced with internal/cost's table.
 func runBenchCost(args []string, out io.Writer) error {
 	fs := newFlagSet("bench cost", "[flags]", `
-Runs single transactional sends (push + inbox) produced to the ingest queue and through the HTTP
-API, and a marketing campaign to --devices devices, through the AWS runtime's handlers — on
+Runs single transactional sends (push + inbox, and push alone) produced to the ingest queue and
+(push + inbox) through the HTTP API, and a marketing campaign to --devices devices, through the
+AWS runtime's handlers — on
 DynamoDB Local, the SQS, EventBridge and Scheduler fakes and the sandbox's FCM — with the queues
 polled as Lambda's event source mappings do and the campaign state machine's own definition run
 in process; counts every billable request as AWS bills it (DynamoDB from the consumed capacity
@@ -25,7 +26,7 @@ it returns) and prints dollars per million recipients per AWS service, at the us
 prices of internal/cost/prices.go. Needs DynamoDB Local: scripts/dynamodb-local.sh start prints
 its endpoint (make bench starts and stops it).`)
 	sends := fs.Int("sends", 500, "single-recipient transactional sends in each transactional scenario")
-	devices := fs.Int("devices", 5000, "devices (one per user) the campaign reaches")
+	devices := fs.Int("devices", 20000, "devices (one per user) the campaign reaches (four pages of 5,000)")
 	endpoint := fs.String("dynamodb-endpoint", os.Getenv("HERALD_DYNAMODB_ENDPOINT"), "DynamoDB Local's URL (default $HERALD_DYNAMODB_ENDPOINT)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up on a scenario whose queues have not drained by then")
 	pos, err := parseFlags(fs, args, out)
