@@ -24,6 +24,10 @@ const (
 	metricFailed    = "Failed"
 	// metricFellBack is the AlimTalk deliveries handed to an SMS/LMS fallback (Provider alimtalk).
 	metricFellBack = "FellBack"
+	// metricVerdictsPending is the AlimTalk sends accepted with Kakao's verdict still to come, and
+	// metricVerdictUnknown those whose verdict never came before the deadline (counted sent).
+	metricVerdictsPending = "VerdictsPending"
+	metricVerdictUnknown  = "VerdictUnknown"
 	// metricStoreWrites is the DynamoDB items each stage wrote (dimensions Env, Queue): divided by
 	// Sent it is the writes per recipient the bulk lane keeps near 0.01.
 	metricStoreWrites = "StoreWrites"
@@ -199,14 +203,16 @@ func dlqSource(dlq string) string {
 }
 
 // providerRow is the dashboard's row of one graph per provider of the one list
-// (notify.Providers): its sends and failures, and for AlimTalk the SMS/LMS fallbacks.
+// (notify.Providers): its sends and failures, and for AlimTalk the SMS/LMS fallbacks and the
+// verdicts still awaited or never come.
 func providerRow(h *herald, period awscdk.Duration, graph func(string, float64, []awscloudwatch.IMetric) awscloudwatch.IWidget) []awscloudwatch.IWidget {
 	width := float64(24 / len(notify.Providers))
 	row := make([]awscloudwatch.IWidget, 0, len(notify.Providers))
 	for _, prov := range notify.Providers {
 		ms := []awscloudwatch.IMetric{h.providerMetric(prov, metricSent, period), h.providerMetric(prov, metricFailed, period)}
 		if prov == notify.ProviderAlimTalk {
-			ms = append(ms, h.providerMetric(prov, metricFellBack, period))
+			ms = append(ms, h.providerMetric(prov, metricFellBack, period), h.providerMetric(prov, metricVerdictsPending, period),
+				h.providerMetric(prov, metricVerdictUnknown, period))
 		}
 		row = append(row, graph(providerGraphTitle(prov), width, ms))
 	}

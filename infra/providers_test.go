@@ -39,8 +39,10 @@ func TestEveryProviderHasDashboardLineAndAlarm(t *testing.T) {
 				}
 			}
 		}
-		if !strings.Contains(body, `FellBack`) {
-			t.Error("dashboard has no AlimTalk fallback line")
+		for _, line := range []string{"FellBack", "VerdictsPending", "VerdictUnknown"} {
+			if !strings.Contains(body, line) {
+				t.Errorf("dashboard has no AlimTalk %s line", line)
+			}
 		}
 	})
 }
