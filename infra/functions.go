@@ -143,7 +143,9 @@ var functionWiring = map[string]wiring{
 	// notifications table) into the exports bucket; its job writes, its Scan of the suppressions
 	// table (suppressions exports) and its S3 rights under exports/ only are granted in
 	// addExports.
-	exportFunction: {tables: map[string]access{"notifications": read, "deliveries": read}},
+	// An unmasked deliveries export recovers each address from the notification's recipients and
+	// its users' devices and contacts (users, read; the contacts key, as every function).
+	exportFunction: {tables: map[string]access{"notifications": read, "deliveries": read, "users": read}},
 	// The live inbox WebSocket API's $connect/$disconnect/$default: records connections (the
 	// connections table and ManageConnections, granted with the other publishers' in stream.go)
 	// and answers resume messages from the inbox (broadcasts are in the notifications table,

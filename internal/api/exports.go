@@ -104,10 +104,10 @@ func (q *exportRequest) validate() (notify.ExportFilter, error) {
 	default:
 		return f, notify.FieldError("format", "must be csv or jsonl")
 	}
-	if q.Unmasked {
-		// Stores keep no raw address to unmask: a delivery and a suppression keep theirs masked
-		// (a suppression, its hash besides), and audit entries are sanitized when appended.
-		return f, notify.FieldError("unmasked", "no export can hold raw addresses: deliveries and suppressions are stored with masked addresses only")
+	if q.Unmasked && q.Kind != notify.ExportDeliveries {
+		// A suppression keeps only a hash and a masked form, audit entries are sanitized when
+		// appended, and a notification row holds no address.
+		return f, notify.FieldError("unmasked", "only a deliveries export can add raw addresses")
 	}
 	if err := checkFilterParams(filterParam{"notification_id", q.NotificationID}, filterParam{"campaign_id", q.CampaignID},
 		filterParam{"status", q.Status}, filterParam{"channel", q.Channel}, filterParam{"reason", q.Reason}, filterParam{"action", q.Action}); err != nil {
@@ -203,7 +203,7 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) (err error
 		}
 	}
 	j, _, err := s.exports.CreateExport(r.Context(), notify.ExportJob{ID: id, Service: serviceOf(r), Kind: q.Kind,
-		Format: q.Format, Filter: f, CreatedAt: now})
+		Format: q.Format, Filter: f, Unmasked: q.Unmasked, CreatedAt: now})
 	if err != nil {
 		return fmt.Errorf("create export: %w", err)
 	}

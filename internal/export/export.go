@@ -67,6 +67,7 @@ type Deps struct {
 	Notifications Notifications   // nil: notifications exports fail
 	Suppressions  Suppressions    // nil: suppressions exports fail
 	Audit         notify.AuditLog // nil: audit exports fail
+	Addresses     Addresses       // nil: unmasked deliveries exports fail
 	Files         Files
 	Clock         notify.Clock
 	Logger        *slog.Logger
@@ -242,7 +243,22 @@ func (b *Builder) deliveries(ctx context.Context, j *notify.ExportJob, rw *rowWr
 	if f.NotificationID == "" {
 		return notify.FieldError("notification_id", "is required for a deliveries export")
 	}
-	if _, err := rw.header(DeliveryColumns); err != nil {
+	columns := DeliveryColumns
+	var raw map[string]string
+	if j.Unmasked {
+		if b.d.Addresses == nil || b.d.Notifications == nil {
+			return notify.FieldError("unmasked", "unmasked exports are not available in this runtime")
+		}
+		n, err := b.d.Notifications.GetNotification(ctx, f.NotificationID)
+		if err != nil {
+			return fmt.Errorf("read notification %s: %w", f.NotificationID, err)
+		}
+		if raw, err = addressIndex(ctx, b.d.Addresses, n); err != nil {
+			return err
+		}
+		columns = append(append([]string(nil), DeliveryColumns...), "address_unmasked")
+	}
+	if _, err := rw.header(columns); err != nil {
 		return err
 	}
 	cursor := ""
@@ -259,9 +275,13 @@ func (b *Builder) deliveries(ctx context.Context, j *notify.ExportJob, rw *rowWr
 			}
 			// Stores keep only the masked address; a provider's detail may quote one, so it is
 			// masked too.
-			if err := emit([]string{d.ID, d.NotificationID, d.UserID, string(d.Channel), string(d.Provider), d.App,
+			rec := []string{d.ID, d.NotificationID, d.UserID, string(d.Channel), string(d.Provider), d.App,
 				d.AddressMasked, string(d.Status), d.Reason, notify.MaskText(d.Detail), strconv.Itoa(d.Attempts),
-				d.ProviderMessageID, stamp(d.UpdatedAt)}); err != nil {
+				d.ProviderMessageID, stamp(d.UpdatedAt)}
+			if raw != nil {
+				rec = append(rec, raw[d.ID]) // empty: the address is no longer where the send found it
+			}
+			if err := emit(rec); err != nil {
 				return err
 			}
 		}

@@ -60,7 +60,7 @@ func TestExportOfDeliveries(t *testing.T) {
 	}{
 		{map[string]any{"kind": "deliveries"}, "notification_id"},
 		{map[string]any{"kind": "nope", "notification_id": id}, "kind"},
-		{map[string]any{"kind": "deliveries", "notification_id": id, "unmasked": true}, "unmasked"},
+		{map[string]any{"kind": "audit", "unmasked": true}, "unmasked"},
 		{map[string]any{"kind": "deliveries", "notification_id": id, "format": "xml"}, "format"},
 		{map[string]any{"kind": "deliveries", "notification_id": "n_unknown"}, "notification_id"},
 	} {
@@ -263,5 +263,89 @@ func TestExportOfNotificationsAndSuppressions(t *testing.T) {
 	if code := e.do("GET", "/v1/admin/exports", nil, &list); code != 200 || len(list.Exports) != 3 || list.Exports[0].ID != sj.ID ||
 		list.Exports[2].ID != nj.ID || list.Exports[0].DownloadURL == "" {
 		t.Fatalf("GET /v1/admin/exports = %d %+v", code, list)
+	}
+}
+
+// An unmasked deliveries export adds each delivery's raw address, recovered from the
+// notification's recipients and the users' current devices and contacts — a device removed since
+// the send is not guessed — and the audit log records that it was unmasked.
+func TestExportOfDeliveriesUnmasked(t *testing.T) {
+	t.Parallel()
+	rt, err := Start(context.Background(), Options{Config: config.Dev(), DataDir: t.TempDir(), Addr: "127.0.0.1:0",
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rt.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	e := &env{t: t, rt: rt, log: &syncBuffer{}}
+	const (
+		email  = "unmask-alice@example.com"
+		phone  = "+821055556666"
+		kept   = "fcm-unmask-alice-kept-0001"
+		gone   = "fcm-unmask-alice-gone-0002"
+		direct = "direct-unmask@example.com"
+	)
+	e.mustDo("PUT", "/v1/users/alice/contacts", map[string]any{"email": email, "phone": phone}, 200)
+	e.mustDo("PUT", "/v1/users/alice/devices/"+kept, map[string]any{"platform": "fcm"}, 200)
+	e.mustDo("PUT", "/v1/users/alice/devices/"+gone, map[string]any{"platform": "fcm"}, 200)
+	id := e.send(notify.SendRequest{IdempotencyKey: "unmask-1", Channels: []notify.Channel{"push", "email", "sms"},
+		Content: notify.Content{Title: "Hi", Body: "Hello"}, Recipients: []notify.Recipient{{UserID: "alice"}, {Email: direct}}})
+	if st := e.waitFinal(id); len(st.Deliveries) != 5 {
+		t.Fatalf("deliveries %+v, want 5", st.Deliveries)
+	}
+	e.mustDo("DELETE", "/v1/users/alice/devices/"+gone, nil, 204)
+
+	var j struct {
+		ID, Status, Error string
+		DownloadURL       string `json:"download_url"`
+	}
+	if code := e.do("POST", "/v1/admin/exports", map[string]any{"kind": "deliveries", "notification_id": id, "unmasked": true}, &j); code != 202 {
+		t.Fatalf("POST unmasked = %d %+v", code, j)
+	}
+	waitFor(t, func() bool {
+		e.do("GET", "/v1/admin/exports/"+j.ID, nil, &j)
+		return j.Status == "DONE" || j.Status == "FAILED"
+	})
+	if j.Status != "DONE" {
+		t.Fatalf("job %+v", j)
+	}
+	res, err := http.Get(j.DownloadURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	recs, err := csv.NewReader(res.Body).ReadAll()
+	if err != nil || len(recs) != 6 {
+		t.Fatalf("csv: %d records, %v", len(recs), err)
+	}
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	got := map[string]string{} // masked address → raw
+	for _, r := range recs[1:] {
+		got[r[col["address"]]] = r[col["address_unmasked"]]
+	}
+	want := map[string]string{
+		notify.MaskAddress(notify.ChannelPush, kept): kept, notify.MaskAddress(notify.ChannelPush, gone): "",
+		notify.MaskEmail(email): email, notify.MaskPhone(phone): phone, notify.MaskEmail(direct): direct,
+	}
+	for masked, raw := range want {
+		if g, ok := got[masked]; !ok || g != raw {
+			t.Errorf("address %s: unmasked %q (listed %v), want %q", masked, g, ok, raw)
+		}
+	}
+	var audit struct {
+		Entries []notify.AuditEntry `json:"entries"`
+	}
+	e.do("GET", "/v1/admin/audit?action=export.create", nil, &audit)
+	if len(audit.Entries) != 1 || audit.Entries[0].Params["unmasked"] != "true" || audit.Entries[0].TargetID != j.ID {
+		t.Fatalf("audit %+v, want the export recorded unmasked", audit.Entries)
 	}
 }

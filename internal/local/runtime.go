@@ -213,7 +213,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		o.Logger.Warn("exports: sweep", "error", err)
 	}
 	r.Exports = export.New(export.Deps{Jobs: r.Store, Deliveries: r.Store, Notifications: r.Store, Suppressions: r.Store,
-		Audit: r.Store, Files: exportDir,
+		Audit: r.Store, Addresses: r.Store, Files: exportDir,
 		Clock: o.Clock, Logger: o.Logger})
 
 	// API first, so a port conflict fails before any work starts.

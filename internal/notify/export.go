@@ -75,11 +75,14 @@ type ExportFilter struct {
 
 // ExportJob is one export.
 type ExportJob struct {
-	ID         string       `json:"id"`
-	Service    string       `json:"service"` // who asked
-	Kind       ExportKind   `json:"kind"`
-	Format     ExportFormat `json:"format"`
-	Filter     ExportFilter `json:"filter"`
+	ID      string       `json:"id"`
+	Service string       `json:"service"` // who asked
+	Kind    ExportKind   `json:"kind"`
+	Format  ExportFormat `json:"format"`
+	Filter  ExportFilter `json:"filter"`
+	// Unmasked adds each delivery's raw address (deliveries exports only, which the API allows
+	// admins alone to ask for, and audits as such).
+	Unmasked   bool         `json:"unmasked,omitempty"`
 	Status     ExportStatus `json:"status"`
 	Rows       int64        `json:"rows"`
 	Bytes      int64        `json:"bytes"`
