@@ -54,7 +54,7 @@ the same sandbox in the same run. Needs no running server; takes the machine's c
 	perNotification := fs.Int("per-notification", 10000, "recipients per notification (≤ 10,000)")
 	inFlight := fs.Int("raw-batches", 2, "500-token multicasts in flight for the raw SDK run")
 	sendWorkers := fs.Int("send-workers", 2, "send workers of the pipeline (the realtime send lane's max concurrency)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the pipeline run to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each lane's pipeline run to this file name plus .realtime and .bulk")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
 		return err
@@ -220,7 +220,7 @@ func benchPipeline(n, per, sendWorkers int, lane notify.Lane) (float64, time.Dur
 		bodies = append(bodies, b)
 	}
 	if profile != "" {
-		f, err := os.Create(profile)
+		f, err := os.Create(profile + "." + string(lane))
 		if err != nil {
 			return 0, 0, err
 		}
