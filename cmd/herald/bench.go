@@ -180,11 +180,6 @@ func newNoonInSeoul() noonInSeoul {
 func (c noonInSeoul) Now() time.Time { return time.Now().Add(c.offset) }
 
 func benchPipeline(n, per, sendWorkers int, lane notify.Lane) (float64, time.Duration, error) {
-	dir, err := os.MkdirTemp("", "herald-bench-")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer os.RemoveAll(dir)
 	cfg := config.Dev()
 	lc, category := cfg.Lanes[string(lane)], notify.CategoryTransactional
 	lc.Send.MaxConcurrency = sendWorkers
@@ -194,18 +189,12 @@ func benchPipeline(n, per, sendWorkers int, lane notify.Lane) (float64, time.Dur
 		category = notify.CategoryMarketing
 	}
 	cfg.Providers.APNs.Apps = nil // FCM only, like the raw run
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	// The sandbox records in memory, as in the raw run: only the pipeline's own work differs.
-	r, err := local.Start(context.Background(), local.Options{Config: cfg, DataDir: dir, Addr: "127.0.0.1:0", Logger: log,
-		SandboxInMemory: true, Clock: newNoonInSeoul()})
+	r, stopRuntime, err := startBenchRuntime(cfg, local.Options{Clock: newNoonInSeoul()})
 	if err != nil {
 		return 0, 0, err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = r.Shutdown(ctx)
-	}()
+	defer stopRuntime()
 
 	tokens := benchTokens("e2e", n)
 	var bodies [][]byte

@@ -56,25 +56,15 @@ real-time latency idle and during the campaign, and the store rows written per r
 	}
 	fmt.Fprintf(out, "herald bench campaign: a push campaign to %d devices of app \"default\" (FCM) through the local runtime to the sandbox on 127.0.0.1\n", *devices)
 
-	dir, err := os.MkdirTemp("", "herald-bench-campaign-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
 	cfg := config.Dev()
 	cfg.Providers.APNs.Apps = nil // FCM only
 	cfg.Services = append(cfg.Services, config.Service{Name: benchOrdersService, APIKeys: []string{benchOrdersKey}, MaxConcurrency: 4})
 	cfg.ApplyDefaults()
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	r, err := local.Start(context.Background(), local.Options{Config: cfg, DataDir: dir, Addr: "127.0.0.1:0", Logger: log, SandboxInMemory: true})
+	r, stopRuntime, err := startBenchRuntime(cfg, local.Options{})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = r.Shutdown(ctx)
-	}()
+	defer stopRuntime()
 	ctx := context.Background()
 
 	// Setup: the devices, straight into the store (not part of any figure).
@@ -388,4 +378,25 @@ func (p *probeRun) settle(url string, limit time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// startBenchRuntime starts the local runtime on cfg in a temporary directory, with the sandbox
+// recording in memory and no log, on top of opts; stop shuts it down and removes the directory.
+func startBenchRuntime(cfg *config.Config, opts local.Options) (r *local.Runtime, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "herald-bench-")
+	if err != nil {
+		return nil, nil, err
+	}
+	opts.Config, opts.DataDir, opts.Addr, opts.SandboxInMemory = cfg, dir, "127.0.0.1:0", true
+	opts.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	if r, err = local.Start(context.Background(), opts); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return r, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = r.Shutdown(ctx)
+		os.RemoveAll(dir)
+	}, nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"runtime/pprof"
@@ -54,24 +53,14 @@ it stops and the time to drain it, and the store rows written per send.`)
 	fmt.Fprintf(out, "herald bench single: %d clients posting single-recipient transactional %s for %v through the local runtime to the sandbox on 127.0.0.1\n",
 		*clients, strings.Join(channels, "+"), *duration)
 
-	dir, err := os.MkdirTemp("", "herald-bench-single-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
 	cfg := config.Dev()
 	cfg.Providers.APNs.Apps = nil // FCM only
 	cfg.ApplyDefaults()
-	r, err := local.Start(context.Background(), local.Options{Config: cfg, DataDir: dir, Addr: "127.0.0.1:0",
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), SandboxInMemory: true})
+	r, stopRuntime, err := startBenchRuntime(cfg, local.Options{})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = r.Shutdown(ctx)
-	}()
+	defer stopRuntime()
 	ctx := context.Background()
 	token := func(i int) string { return fmt.Sprintf("single-%07d-bench-token-padding-to-a-realistic-length", i) }
 	for i := range *users {

@@ -5,14 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/guregu/dynamo/v2"
 
 	"herald/internal/notify"
 	"herald/internal/pipeline"
@@ -44,14 +38,7 @@ func (q *countingQueue) Send(_ context.Context, _ string, msgs ...notify.OutMess
 // the inbox, and nothing enqueued after ingest.
 func TestExpressSingleSendItemWrites(t *testing.T) {
 	t.Parallel()
-	testClient(t) // skips without DynamoDB Local
-	var wc WriteCounter
-	db := dynamo.New(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("heraldtest", "heraldtest", "")},
-		func(o *dynamodb.Options) {
-			o.BaseEndpoint = aws.String(os.Getenv(endpointEnv))
-			o.DisableValidateResponseChecksum = true
-		}, wc.Option)
-	s, _ := newTestStoreOn(t, db)
+	s, wc := countingStore(t)
 	ctx := context.Background()
 	if err := s.PutDevice(ctx, notify.Device{UserID: "u1", Token: "tok-u1-0001", App: "default", Platform: notify.PlatformFCM,
 		Environment: "production", UpdatedAt: time.Now()}); err != nil {

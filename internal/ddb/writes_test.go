@@ -18,14 +18,7 @@ import (
 // in 4 chunks of 500 and 4 send batches writes a fixed handful of items per chunk and per batch.
 func TestWriteCounterCountsBulkLaneWrites(t *testing.T) {
 	t.Parallel()
-	testClient(t) // skips without DynamoDB Local
-	var wc WriteCounter
-	db := dynamo.New(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("heraldtest", "heraldtest", "")},
-		func(o *dynamodb.Options) {
-			o.BaseEndpoint = aws.String(os.Getenv(endpointEnv))
-			o.DisableValidateResponseChecksum = true
-		}, wc.Option)
-	s, _ := newTestStoreOn(t, db)
+	s, wc := countingStore(t)
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	n := &notify.Notification{ID: notify.NewID("n_", t0), Service: "shop", Category: notify.CategoryMarketing, Lane: notify.LaneBulk,
@@ -59,4 +52,19 @@ func TestWriteCounterCountsBulkLaneWrites(t *testing.T) {
 	if perRecipient > 0.05 {
 		t.Fatalf("%.4f writes per recipient, want ≤ 0.05", perRecipient)
 	}
+}
+
+// countingStore is a store on DynamoDB Local whose client counts the items it writes; it skips
+// t without DynamoDB Local.
+func countingStore(t *testing.T) (*Store, *WriteCounter) {
+	t.Helper()
+	testClient(t)
+	wc := &WriteCounter{}
+	db := dynamo.New(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("heraldtest", "heraldtest", "")},
+		func(o *dynamodb.Options) {
+			o.BaseEndpoint = aws.String(os.Getenv(endpointEnv))
+			o.DisableValidateResponseChecksum = true
+		}, wc.Option)
+	s, _ := newTestStoreOn(t, db)
+	return s, wc
 }

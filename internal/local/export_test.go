@@ -179,19 +179,8 @@ func TestExportOfDeliveries(t *testing.T) {
 // shows them newest first.
 func TestExportOfNotificationsAndSuppressions(t *testing.T) {
 	t.Parallel()
-	rt, err := Start(context.Background(), Options{Config: config.Dev(), DataDir: t.TempDir(), Addr: "127.0.0.1:0",
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	e := &env{t: t, rt: rt, log: &syncBuffer{}}
+	e := startExportEnv(t)
+	rt := e.rt
 	const bounced = "bob+bounce@example.com"
 	id := e.send(notify.SendRequest{IdempotencyKey: "export-n-1", Channels: []notify.Channel{"email"},
 		Content: notify.Content{Title: "Hi", Body: "Hello"}, Recipients: []notify.Recipient{{Email: bounced}, {Email: "carol@example.com"}}})
@@ -201,39 +190,7 @@ func TestExportOfNotificationsAndSuppressions(t *testing.T) {
 		return err == nil && len(page) == 1
 	})
 
-	type job struct {
-		ID          string `json:"id"`
-		Kind        string `json:"kind"`
-		Status      string `json:"status"`
-		Error       string `json:"error"`
-		Rows        int64  `json:"rows"`
-		DownloadURL string `json:"download_url"`
-	}
-	download := func(body map[string]any) (job, string) {
-		t.Helper()
-		var j job
-		if code := e.do("POST", "/v1/admin/exports", body, &j); code != 202 {
-			t.Fatalf("POST %v = %d %+v", body, code, j)
-		}
-		waitFor(t, func() bool {
-			e.do("GET", "/v1/admin/exports/"+j.ID, nil, &j)
-			return j.Status == "DONE" || j.Status == "FAILED"
-		})
-		if j.Status != "DONE" {
-			t.Fatalf("job %+v", j)
-		}
-		res, err := http.Get(j.DownloadURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		if res.StatusCode != 200 {
-			t.Fatalf("download = %d %s", res.StatusCode, b)
-		}
-		return j, string(b)
-	}
-
+	download := func(body map[string]any) (exportJob, string) { return e.exportFile(body) }
 	nj, body := download(map[string]any{"kind": "notifications", "format": "jsonl", "channel": "email"})
 	var row map[string]string
 	if err := json.Unmarshal([]byte(strings.TrimSpace(body)), &row); err != nil || nj.Rows != 1 {
@@ -258,7 +215,7 @@ func TestExportOfNotificationsAndSuppressions(t *testing.T) {
 	}
 
 	var list struct {
-		Exports []job `json:"exports"`
+		Exports []exportJob `json:"exports"`
 	}
 	if code := e.do("GET", "/v1/admin/exports", nil, &list); code != 200 || len(list.Exports) != 3 || list.Exports[0].ID != sj.ID ||
 		list.Exports[2].ID != nj.ID || list.Exports[0].DownloadURL == "" {
@@ -271,19 +228,7 @@ func TestExportOfNotificationsAndSuppressions(t *testing.T) {
 // the send is not guessed — and the audit log records that it was unmasked.
 func TestExportOfDeliveriesUnmasked(t *testing.T) {
 	t.Parallel()
-	rt, err := Start(context.Background(), Options{Config: config.Dev(), DataDir: t.TempDir(), Addr: "127.0.0.1:0",
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	e := &env{t: t, rt: rt, log: &syncBuffer{}}
+	e := startExportEnv(t)
 	const (
 		email  = "unmask-alice@example.com"
 		phone  = "+821055556666"
@@ -301,26 +246,8 @@ func TestExportOfDeliveriesUnmasked(t *testing.T) {
 	}
 	e.mustDo("DELETE", "/v1/users/alice/devices/"+gone, nil, 204)
 
-	var j struct {
-		ID, Status, Error string
-		DownloadURL       string `json:"download_url"`
-	}
-	if code := e.do("POST", "/v1/admin/exports", map[string]any{"kind": "deliveries", "notification_id": id, "unmasked": true}, &j); code != 202 {
-		t.Fatalf("POST unmasked = %d %+v", code, j)
-	}
-	waitFor(t, func() bool {
-		e.do("GET", "/v1/admin/exports/"+j.ID, nil, &j)
-		return j.Status == "DONE" || j.Status == "FAILED"
-	})
-	if j.Status != "DONE" {
-		t.Fatalf("job %+v", j)
-	}
-	res, err := http.Get(j.DownloadURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	recs, err := csv.NewReader(res.Body).ReadAll()
+	j, file := e.exportFile(map[string]any{"kind": "deliveries", "notification_id": id, "unmasked": true})
+	recs, err := csv.NewReader(strings.NewReader(file)).ReadAll()
 	if err != nil || len(recs) != 6 {
 		t.Fatalf("csv: %d records, %v", len(recs), err)
 	}
@@ -348,4 +275,58 @@ func TestExportOfDeliveriesUnmasked(t *testing.T) {
 	if len(audit.Entries) != 1 || audit.Entries[0].Params["unmasked"] != "true" || audit.Entries[0].TargetID != j.ID {
 		t.Fatalf("audit %+v, want the export recorded unmasked", audit.Entries)
 	}
+}
+
+// startExportEnv starts a development runtime for an export test, stopped when t ends.
+func startExportEnv(t *testing.T) *env {
+	t.Helper()
+	rt, err := Start(context.Background(), Options{Config: config.Dev(), DataDir: t.TempDir(), Addr: "127.0.0.1:0",
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rt.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return &env{t: t, rt: rt, log: &syncBuffer{}}
+}
+
+type exportJob struct {
+	ID          string `json:"id"`
+	Kind        string `json:"kind"`
+	Status      string `json:"status"`
+	Error       string `json:"error"`
+	Rows        int64  `json:"rows"`
+	DownloadURL string `json:"download_url"`
+}
+
+// exportFile asks for an export, waits for it to be DONE and downloads its file.
+func (e *env) exportFile(body map[string]any) (exportJob, string) {
+	t := e.t
+	t.Helper()
+	var j exportJob
+	if code := e.do("POST", "/v1/admin/exports", body, &j); code != 202 {
+		t.Fatalf("POST %v = %d %+v", body, code, j)
+	}
+	waitFor(t, func() bool {
+		e.do("GET", "/v1/admin/exports/"+j.ID, nil, &j)
+		return j.Status == "DONE" || j.Status == "FAILED"
+	})
+	if j.Status != "DONE" {
+		t.Fatalf("job %+v", j)
+	}
+	res, err := http.Get(j.DownloadURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("download = %d %s", res.StatusCode, b)
+	}
+	return j, string(b)
 }
