@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"herald/internal/awsenv"
 	"herald/internal/awsenv/awsenvtest"
 )
 
@@ -27,6 +28,17 @@ func TestReportInitAndSize(t *testing.T) {
 	}
 	awsenvtest.EventsDir = "../events/"
 	w := awsenvtest.Setup(t)
+	// The alerts function needs somewhere to post: the sandbox's Slack webhook, as in the RIE test.
+	vars := map[string]string{}
+	for k, v := range w.Vars {
+		vars[k] = v
+	}
+	vars[awsenv.EnvConfig] += "alerts: {slack: {webhook_url: " + strconv.Quote(w.Sandbox.SlackWebhookURL()) + "}}\n"
+	// What the other functions' environments name, as the RIE test gives them (none is called).
+	vars["HERALD_AUDIENCE_BUCKET"], vars["HERALD_EXPORTS_BUCKET"] = "herald-test-lists", "herald-test-exports"
+	vars[awsenv.EnvConnectionsTable], vars[awsenv.EnvWebSocketEndpoint] = "herald-test-connections", "http://127.0.0.1:9/live"
+	vars[awsenv.EnvJWTIssuer], vars[awsenv.EnvJWTAudience] = "https://issuer.invalid", "app-client"
+	w.Vars = vars
 	entries, _ := os.ReadDir(binDir)
 	fmt.Printf("\n  %-8s %10s %14s %14s %12s\n", "function", "init (ms)", "first call", "host binary", "arm64 binary")
 	for _, e := range entries {

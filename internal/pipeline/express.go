@@ -133,10 +133,10 @@ func (p *Pipeline) expressSend(ctx context.Context, n *notify.Notification, inbo
 			return err
 		}
 		p.batchMetrics(ctx, sm, outcomes[i])
-		sum.add(n.ID, outcomes[i], retry)
+		sum.add(n.ID, outcomes[i])
 	}
 	if len(batches) == 0 {
-		sum.add(n.ID, outcome{}, false)
+		sum.add(n.ID, outcome{})
 	}
 	if retry {
 		return p.recordLater(ctx, n)
@@ -170,7 +170,7 @@ func summaryOf(ctx context.Context) *expressSummary {
 	return &expressSummary{reasons: map[string]int{}}
 }
 
-func (s *expressSummary) add(id string, o outcome, handedOver bool) {
+func (s *expressSummary) add(id string, o outcome) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.ids) == 0 || s.ids[len(s.ids)-1] != id {
