@@ -176,7 +176,7 @@ real-time latency idle and during the campaign, and the store rows written per r
 	d50, d99 := percentile(during.lat, 0.50), percentile(during.lat, 0.99)
 	fmt.Fprintf(out, "  realtime     %q single sends, POST → sandbox, idle           p50 %6s  p99 %6s  (%d sends)\n",
 		benchOrdersService, ms(i50), ms(i99), len(idle.lat))
-	fmt.Fprintf(out, "  realtime     %q single sends, during the campaign            p50 %6s  p99 %6s  (%d sends; p99 %.1f× idle; aim < 200 ms and ≤ 2×)\n",
+	fmt.Fprintf(out, "  realtime     %q single sends, during the campaign            p50 %6s  p99 %6s  (%d sends; p99 %.1f× idle; aim < 200 ms and ≤ 3×)\n",
 		benchOrdersService, ms(d50), ms(d99), len(during.lat), float64(d99)/float64(max(i99, time.Microsecond)))
 
 	// The probes during the campaign wrote too; they are single sends like the idle ones.
