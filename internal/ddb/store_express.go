@@ -56,10 +56,10 @@ func (s *Store) createExpress(ctx context.Context, c *notify.Notification, body 
 	claim := c.IdempotencyKey != "" && c.ID != notify.NotificationIDFor(c.Service, c.IdempotencyKey, c.CreatedAt)
 	keyLost := false
 	if claim {
-		kput, err := s.putIfAbsent(s.tables.Notifications, keyClaimItem{PK: keyClaimPK(c.Service, c.IdempotencyKey),
+		kput, kerr := s.putIfAbsent(s.tables.Notifications, keyClaimItem{PK: keyClaimPK(c.Service, c.IdempotencyKey),
 			SK: skKeyClaim, NotificationID: c.ID, Service: c.Service, IdempotencyKey: c.IdempotencyKey})
-		if err != nil {
-			return nil, false, wrapErr(op, err)
+		if kerr != nil {
+			return nil, false, wrapErr(op, kerr)
 		}
 		err = s.transact(ctx, []types.TransactWriteItem{put, kput})
 		if reasons, canceled := cancelReasons(err); canceled {

@@ -15,6 +15,7 @@ var expressCases = []storeCase{
 	{"Express/HandOverToDeliveryRecords", testExpressHandOver},
 	{"Express/HandOverToPrepareAgain", testExpressHandOverReprepare},
 	{"Express/Unknown", testExpressUnknown},
+	{"Express/KeyOfAnotherID", testExpressKeyOfAnotherID},
 }
 
 // newExpress is an express notification as ingest stores it: a push delivery claimed under a
@@ -263,4 +264,23 @@ func testExpressCompleteNothingLeft(t *testing.T, s notify.Store) {
 	_, err = s.CompleteExpress(t.Context(), n.ID, nil)
 	noErr(t, err)
 	wantChannel(t, getStats(t, s, n.ID), notify.ChannelInbox, notify.ChannelStats{Total: 1, Sent: 1})
+}
+
+// An express notification whose id is not the one its key derives (made before ids were derived,
+// or by another path) still dedupes on (service, key): a second one with the key is the first.
+func testExpressKeyOfAnotherID(t *testing.T, s notify.Store) {
+	first, _, _ := newExpress("billing", "")
+	first.IdempotencyKey = "legacy-key"
+	mustCreateNotification(t, s, first)
+	again, _, _ := newExpress("billing", "")
+	again.IdempotencyKey = "legacy-key"
+	stored, created, err := s.CreateNotification(t.Context(), again)
+	noErr(t, err)
+	if created || stored.ID != first.ID || stored.Express == nil {
+		t.Fatalf("second create with the key: created %v, id %s (first %s), express %v", created, stored.ID, first.ID, stored.Express)
+	}
+	// Another service may use the same key.
+	other, _, _ := newExpress("shipping", "")
+	other.IdempotencyKey = "legacy-key"
+	mustCreateNotification(t, s, other)
 }
