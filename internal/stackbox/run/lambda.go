@@ -35,8 +35,9 @@ type Function struct {
 }
 
 type instance struct {
-	cmd *exec.Cmd
-	url string
+	cmd    *exec.Cmd
+	exited chan error // cmd.Wait's result, once the process has ended
+	url    string
 }
 
 // FunctionError is an invocation that ended in the function's error (Lambda's
@@ -139,13 +140,25 @@ func (b *Box) Function(short string) *Function {
 	return nil
 }
 
+// handedOut are the addresses freeAddr gave: the kernel may hand a port it just freed to the
+// next listener, and two emulators started side by side on one port would have one of them dial
+// the other's.
+var handedOut sync.Map
+
+// freeAddr is a free 127.0.0.1 address no earlier call returned.
 func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return "", fmt.Errorf("no free port on 127.0.0.1 in 100 tries")
 }
 
 type prefixWriter struct {
@@ -167,7 +180,21 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 
 var logMu sync.Mutex
 
+// start starts an execution environment: the emulator running the function's binary. A port
+// taken between freeAddr and the emulator's bind makes the emulator exit at once; that is tried
+// again on other ports, so a busy machine's port race does not fail the run.
 func (f *Function) start() (*instance, error) {
+	var err error
+	for range 3 {
+		var in *instance
+		if in, err = f.startOnce(); err == nil {
+			return in, nil
+		}
+	}
+	return nil, err
+}
+
+func (f *Function) startOnce() (*instance, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -185,9 +212,17 @@ func (f *Function) start() (*instance, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("function %s: %w", f.Name, err)
 	}
-	in := &instance{cmd: cmd, url: "http://" + addr + "/2015-03-31/functions/function/invocations"}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	in := &instance{cmd: cmd, exited: exited, url: "http://" + addr + "/2015-03-31/functions/function/invocations"}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			exited <- err // for stop
+			return nil, fmt.Errorf("function %s: the emulator exited before listening on %s: %v", f.Name, addr, err)
+		default:
+		}
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
 			return in, nil
@@ -195,7 +230,7 @@ func (f *Function) start() (*instance, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
+	<-exited
 	return nil, fmt.Errorf("function %s: the emulator is not listening after 20s", f.Name)
 }
 
@@ -204,7 +239,7 @@ func (f *Function) stop() {
 	defer f.mu.Unlock()
 	for _, in := range f.all {
 		_ = in.cmd.Process.Kill()
-		_ = in.cmd.Wait()
+		<-in.exited
 	}
 	f.all, f.idle = nil, nil
 }
