@@ -3,9 +3,6 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +10,6 @@ import (
 
 	"herald/internal/notify"
 	"herald/internal/pipeline"
-	"herald/internal/seal"
 	"herald/internal/sqlite"
 )
 
@@ -90,35 +86,8 @@ type laneHarness struct {
 
 func newLaneHarness(t *testing.T, senders []notify.Sender, cfg pipeline.Config) *laneHarness {
 	t.Helper()
-	dir := t.TempDir()
-	sdb, err := sqlite.Open(filepath.Join(dir, "store.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sdb.Close() })
-	qdb, err := sqlite.Open(filepath.Join(dir, "queue.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { qdb.Close() })
-	box, _ := seal.New(make([]byte, 32))
-	st, err := sqlite.NewStore(sdb, box)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := &stepClock{now: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
-	var qcfgs []notify.QueueConfig
-	for _, name := range []string{"prepare-realtime", "send-realtime", "record-realtime", "prepare-bulk", "send-bulk", "record-bulk", "cleanup"} {
-		qcfgs = append(qcfgs, notify.QueueConfig{Name: name, MaxReceiveCount: 5})
-	}
-	q, err := sqlite.NewQueue(qdb, qcfgs, clock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(q.Close)
-	p := pipeline.New(pipeline.Deps{Store: st, Queue: q, Senders: senders, Clock: clock,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, cfg)
-	return &laneHarness{p: p, st: st, q: q, clock: clock}
+	b := newBulkHarnessWith(t, senders, cfg) // both lanes' queues
+	return &laneHarness{p: b.p, st: b.st, q: b.q, clock: b.clock}
 }
 
 // step handles what queue holds now, once; it returns the bodies handled.
