@@ -112,3 +112,44 @@ func TestBulkAlimTalkFallback(t *testing.T) {
 		t.Errorf("status %s, skipped %v; want SENT, %d unreachable", stored.Status, stored.Stats.SkippedByReason, unreachable)
 	}
 }
+
+// The SMS fallback keeps Herald's rules for SMS: a number on the suppression list gets no text;
+// its fallback delivery is SKIPPED suppressed, and the other unreachable number gets its SMS.
+func TestAlimTalkFallbackSkipsASuppressedNumber(t *testing.T) {
+	t.Parallel()
+	alim := &fakeText{prov: notify.ProviderAlimTalk, got: map[string][]string{}}
+	sms := &fakeText{prov: notify.ProviderTwilio, got: map[string][]string{}}
+	b := newBulkHarnessWith(t, []notify.Sender{alim, sms},
+		pipeline.Config{RetryBase: time.Second, RetryMax: time.Second, AlimTalkFallback: true})
+	ctx := t.Context()
+	const stopped, open = "+821055550001", "+821066660001" // both unreachable on KakaoTalk
+	if err := b.st.Suppress(ctx, notify.Suppression{AddressKey: notify.AddressKey(notify.ChannelSMS, stopped),
+		Channel: notify.ChannelSMS, Masked: notify.MaskPhone(stopped), Reason: "provider_opt_out", CreatedAt: b.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"idempotency_key":"fb-suppressed","channels":["alimtalk"],"content":{"body":"점검 안내","data":{"` +
+		notify.AlimTalkTemplateKey + `":"TPL"}},"recipients":[{"phone":"` + stopped + `"},{"phone":"` + open + `"}]}`)
+	if fails := b.p.Ingest("shop", nil)(ctx, []notify.Message{{ID: "m", Body: body}}); len(fails) != 0 {
+		t.Fatal(fails[0].Err)
+	}
+	b.drain(t, "prepare-realtime", b.p.Prepare())
+	b.drain(t, "send-realtime", b.p.Send())
+	b.drain(t, "record-realtime", b.p.Record())
+	if len(sms.got[stopped]) != 0 || len(sms.got[open]) != 1 {
+		t.Fatalf("sms to the suppressed number %v, to the other %v; want none and one", sms.got[stopped], sms.got[open])
+	}
+	id := notify.NotificationIDFor("shop", "fb-suppressed", b.clock.Now())
+	ds, _, err := b.st.ListDeliveries(ctx, id, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped := 0
+	for _, d := range ds {
+		if d.Channel == notify.ChannelSMS && d.Status == notify.DeliverySkipped && d.Reason == notify.ReasonSuppressed {
+			skipped++
+		}
+	}
+	if skipped != 1 {
+		t.Fatalf("deliveries %+v: want the suppressed number's fallback SKIPPED suppressed", ds)
+	}
+}
