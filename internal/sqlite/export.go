@@ -3,13 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"herald/internal/notify"
@@ -174,15 +170,9 @@ func (s *Store) ListExports(ctx context.Context, cursor string, limit int) ([]no
 	if limit < 1 || limit > notify.MaxExportPage {
 		return nil, "", fmt.Errorf("%s: %w", op, notify.FieldError("limit", "must be 1–%d", notify.MaxExportPage))
 	}
-	beforeAt, beforeID := int64(math.MaxInt64), ""
-	if cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(cursor)
-		at, id, ok := strings.Cut(string(b), "|")
-		n, perr := strconv.ParseInt(at, 10, 64)
-		if err != nil || !ok || perr != nil || id == "" {
-			return nil, "", fmt.Errorf("%s: %w", op, notify.FieldError("cursor", "not a cursor this listing returned"))
-		}
-		beforeAt, beforeID = n, id
+	beforeAt, beforeID, err := decodeKeyset(cursor)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", op, err)
 	}
 	rows, err := s.db.R.QueryContext(ctx, `SELECT id, expires_at FROM export_jobs
 		WHERE expires_at < ?1 OR (expires_at = ?1 AND id < ?2)
@@ -220,6 +210,5 @@ func (s *Store) ListExports(ctx context.Context, cursor string, limit int) ([]no
 	if len(ids) < limit {
 		return out, "", nil
 	}
-	next := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(lastAt, 10) + "|" + ids[len(ids)-1]))
-	return out, next, nil
+	return out, encodeKeyset(lastAt, ids[len(ids)-1]), nil
 }

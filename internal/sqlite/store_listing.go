@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"herald/internal/notify"
 )
@@ -21,23 +22,11 @@ func (s *Store) ListNotifications(ctx context.Context, f notify.NotificationFilt
 	if limit < 1 || limit > notify.MaxReservedPage {
 		return nil, "", fmt.Errorf("sqlite: %s: %w", op, notify.FieldError("limit", "must be 1–%d", notify.MaxReservedPage))
 	}
-	beforeAt, beforeID := int64(math.MaxInt64), ""
-	if cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(cursor)
-		at, id, ok := strings.Cut(string(b), "|")
-		n, perr := strconv.ParseInt(at, 10, 64)
-		if err != nil || !ok || perr != nil || id == "" {
-			return nil, "", fmt.Errorf("sqlite: %s: %w", op, notify.FieldError("cursor", "not a cursor this listing returned"))
-		}
-		beforeAt, beforeID = n, id
+	beforeAt, beforeID, err := decodeKeyset(cursor)
+	if err != nil {
+		return nil, "", fmt.Errorf("sqlite: %s: %w", op, err)
 	}
-	from, to := int64(math.MinInt64), int64(math.MaxInt64)
-	if !f.From.IsZero() {
-		from = nanosOf(f.From)
-	}
-	if !f.To.IsZero() {
-		to = nanosOf(f.To)
-	}
+	from, to := timeRange(f.From, f.To)
 	rows, err := s.db.R.QueryContext(ctx, `SELECT id, service, idempotency_key, status,
 			coalesce(json_extract(CAST(doc AS TEXT), '$.category'), ''), created_at
 		FROM notifications
@@ -70,6 +59,39 @@ func (s *Store) ListNotifications(ctx context.Context, f notify.NotificationFilt
 	if len(out) < limit {
 		return out, "", nil
 	}
-	next := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(lastAt, 10) + "|" + out[len(out)-1].ID))
-	return out, next, nil
+	return out, encodeKeyset(lastAt, out[len(out)-1].ID), nil
+}
+
+// A newest-first listing pages with a keyset cursor: the last row's time (unix nanos) and key,
+// the rows before it coming next.
+
+// decodeKeyset reads a cursor encodeKeyset made; "" starts (before every row).
+func decodeKeyset(cursor string) (beforeAt int64, beforeKey string, err error) {
+	if cursor == "" {
+		return math.MaxInt64, "", nil
+	}
+	b, derr := base64.RawURLEncoding.DecodeString(cursor)
+	at, key, ok := strings.Cut(string(b), "|")
+	n, perr := strconv.ParseInt(at, 10, 64)
+	if derr != nil || !ok || perr != nil || key == "" {
+		return 0, "", notify.FieldError("cursor", "not a cursor this listing returned")
+	}
+	return n, key, nil
+}
+
+// encodeKeyset is the cursor after the row at time at with key.
+func encodeKeyset(at int64, key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at, 10) + "|" + key))
+}
+
+// timeRange is [from, to) in unix nanos, unbounded where a bound is zero.
+func timeRange(from, to time.Time) (int64, int64) {
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	if !from.IsZero() {
+		lo = nanosOf(from)
+	}
+	if !to.IsZero() {
+		hi = nanosOf(to)
+	}
+	return lo, hi
 }

@@ -2,11 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
-	"math"
-	"strconv"
-	"strings"
 
 	"herald/internal/notify"
 )
@@ -19,23 +15,11 @@ func (s *Store) ListSuppressions(ctx context.Context, f notify.SuppressionFilter
 	if limit < 1 || limit > notify.MaxSuppressionPage {
 		return nil, "", fmt.Errorf("sqlite: %s: %w", op, notify.FieldError("limit", "must be 1–%d", notify.MaxSuppressionPage))
 	}
-	beforeAt, beforeKey := int64(math.MaxInt64), ""
-	if cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(cursor)
-		at, key, ok := strings.Cut(string(b), "|")
-		n, perr := strconv.ParseInt(at, 10, 64)
-		if err != nil || !ok || perr != nil || key == "" {
-			return nil, "", fmt.Errorf("sqlite: %s: %w", op, notify.FieldError("cursor", "not a cursor this listing returned"))
-		}
-		beforeAt, beforeKey = n, key
+	beforeAt, beforeKey, err := decodeKeyset(cursor)
+	if err != nil {
+		return nil, "", fmt.Errorf("sqlite: %s: %w", op, err)
 	}
-	from, to := int64(math.MinInt64), int64(math.MaxInt64)
-	if !f.From.IsZero() {
-		from = nanosOf(f.From)
-	}
-	if !f.To.IsZero() {
-		to = nanosOf(f.To)
-	}
+	from, to := timeRange(f.From, f.To)
 	rows, err := s.db.R.QueryContext(ctx, `SELECT address_key, channel, masked, reason, created_at
 		FROM suppressions
 		WHERE (?1 = '' OR channel = ?1) AND (?2 = '' OR reason = ?2)
@@ -64,6 +48,5 @@ func (s *Store) ListSuppressions(ctx context.Context, f notify.SuppressionFilter
 	if len(out) < limit {
 		return out, "", nil
 	}
-	next := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(lastAt, 10) + "|" + out[len(out)-1].AddressKey))
-	return out, next, nil
+	return out, encodeKeyset(lastAt, out[len(out)-1].AddressKey), nil
 }
