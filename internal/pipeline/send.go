@@ -69,15 +69,9 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 			return nil
 		}
 	}
-	sender, ok := p.senders[sm.Provider]
-	switch {
-	case !ok && !sendsThrough(sm.Provider):
-		// No runtime ever has a sender for it: retrying cannot help.
-		return notify.Errorf(notify.EINVALID, "send %s: unknown provider %q", n.ID, sm.Provider)
-	case !ok:
-		// A provider this runtime is not configured for: retryable, so nothing is lost while an
-		// operator fixes the configuration.
-		return notify.Errorf(notify.EINTERNAL, "send %s: no sender configured for provider %q", n.ID, sm.Provider)
+	sender, err := p.senderFor("send "+n.ID, sm.Provider)
+	if err != nil {
+		return err
 	}
 	// Wait for the provider's quota before claiming, so a lease covers only the send itself.
 	if p.limiter != nil && n.Status != notify.StatusCanceled && !expired {
@@ -165,20 +159,8 @@ func (p *Pipeline) sendDeliveries(ctx context.Context, n *notify.Notification, s
 // copy on the device.
 func (p *Pipeline) sendBatch(ctx context.Context, n *notify.Notification, sm sendMsg, sender notify.Sender) error {
 	start := p.clock.Now()
-	c, err := p.store.ClaimBatch(ctx, n.ID, sm.BatchID, start, start.Add(p.cfg.SendLease))
-	if err != nil {
-		return fmt.Errorf("send %s batch %s: claim: %w", n.ID, sm.BatchID, err)
-	}
-	switch c.State {
-	case notify.BatchDone:
-		return p.recordLater(ctx, n)
-	case notify.BatchBusy:
-		// Another worker holds it, or an attempt of this message that died: look again once
-		// that lease can have ended.
-		if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, min(p.cfg.SendLease, 15*time.Minute), sm); err != nil {
-			return fmt.Errorf("send %s batch %s: re-enqueue busy: %w", n.ID, sm.BatchID, err)
-		}
-		return nil
+	if claimed, err := p.claimBatch(ctx, "send", n, sm.BatchID, sm, start); !claimed || err != nil {
+		return err
 	}
 	ch := channelOf(sm.Provider)
 	var o outcome
@@ -416,4 +398,38 @@ func channelOf(prov notify.Provider) notify.Channel {
 		return notify.ChannelAlimTalk
 	}
 	return notify.ChannelPush
+}
+
+// senderFor is the sender of prov: EINVALID for a provider no runtime sends through (retrying
+// cannot help), the retryable EINTERNAL for one this runtime is not configured for, so nothing is
+// lost while an operator fixes the configuration.
+func (p *Pipeline) senderFor(what string, prov notify.Provider) (notify.Sender, error) {
+	sender, ok := p.senders[prov]
+	switch {
+	case !ok && !sendsThrough(prov):
+		return nil, notify.Errorf(notify.EINVALID, "%s: unknown provider %q", what, prov)
+	case !ok:
+		return nil, notify.Errorf(notify.EINTERNAL, "%s: no sender configured for provider %q", what, prov)
+	}
+	return sender, nil
+}
+
+// claimBatch leases bulk batch batchID of n at now. claimed is false when there is nothing to do
+// now: the batch is done (record is asked to look), or another worker — or an attempt of this
+// message that died — holds it, and msg comes back once that lease can have ended.
+func (p *Pipeline) claimBatch(ctx context.Context, what string, n *notify.Notification, batchID string, msg any, now time.Time) (claimed bool, err error) {
+	c, err := p.store.ClaimBatch(ctx, n.ID, batchID, now, now.Add(p.cfg.SendLease))
+	if err != nil {
+		return false, fmt.Errorf("%s %s batch %s: claim: %w", what, n.ID, batchID, err)
+	}
+	switch c.State {
+	case notify.BatchDone:
+		return false, p.recordLater(ctx, n)
+	case notify.BatchBusy:
+		if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, min(p.cfg.SendLease, 15*time.Minute), msg); err != nil {
+			return false, fmt.Errorf("%s %s batch %s: re-enqueue busy: %w", what, n.ID, batchID, err)
+		}
+		return false, nil
+	}
+	return true, nil
 }

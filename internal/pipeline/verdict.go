@@ -156,12 +156,13 @@ func (p *Pipeline) checkVerdicts(ctx context.Context, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("verdict check %s: %w", vm.NotificationID, err)
 	}
-	sender, ok := p.senders[vm.Provider]
+	sender, err := p.senderFor("verdict check "+n.ID, vm.Provider)
+	if err != nil {
+		return err
+	}
 	checker, isChecker := sender.(notify.VerdictChecker)
 	switch {
-	case !ok && !sendsThrough(vm.Provider):
-		return notify.Errorf(notify.EINVALID, "verdict check %s: unknown provider %q", n.ID, vm.Provider)
-	case !ok || !isChecker:
+	case !isChecker:
 		// Retryable: the configuration may be fixed, and the deliveries wait SENDING meanwhile.
 		return notify.Errorf(notify.EINTERNAL, "verdict check %s: no %s sender that reads verdicts is configured", n.ID, vm.Provider)
 	case len(vm.Items) == 0:
@@ -218,18 +219,8 @@ func (p *Pipeline) checkVerdicts(ctx context.Context, body []byte) error {
 			return nil
 		}
 		sm.BatchID = vm.Batch + ".verdicts" + strconv.Itoa(vm.Part)
-		c, err := p.store.ClaimBatch(ctx, n.ID, sm.BatchID, now, now.Add(p.cfg.SendLease))
-		if err != nil {
-			return fmt.Errorf("verdict check %s batch %s: claim: %w", n.ID, sm.BatchID, err)
-		}
-		switch c.State {
-		case notify.BatchDone:
-			return p.recordLater(ctx, n)
-		case notify.BatchBusy:
-			if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, min(p.cfg.SendLease, 15*time.Minute), vm); err != nil {
-				return fmt.Errorf("verdict check %s batch %s: re-enqueue busy: %w", n.ID, sm.BatchID, err)
-			}
-			return nil
+		if claimed, err := p.claimBatch(ctx, "verdict check", n, sm.BatchID, vm, now); !claimed || err != nil {
+			return err
 		}
 	}
 
