@@ -17,7 +17,7 @@ import (
 )
 
 // Express notifications (notify.Express, docs/design.md §3) are one item: the main item carries
-// the deliveries and their counts (x), the few recipients (rcpt) and the prepared chunk
+// the deliveries (x; their counts derive from them), the few recipients (rcpt) and the prepared chunk
 // (chunks_prepared). Creating one is a single conditional PutItem — no transaction, no
 // recipient chunk, no counter shard — and recording its verdicts a single conditional UpdateItem,
 // so a single send costs two item writes here, each billed at the item's size.
@@ -199,7 +199,7 @@ func (s *Store) HandOverExpress(ctx context.Context, id string, updates []notify
 			}
 			items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.tables.Deliveries), Item: av}})
 		}
-		if up := s.statsUpdate(id, 0, x.Counts, 0); up != nil {
+		if up := s.statsUpdate(id, 0, x.Counts(), 0); up != nil {
 			items = append(items, types.TransactWriteItem{Update: up})
 		}
 		e := newExpr()

@@ -76,7 +76,7 @@ type notificationItem struct {
 	// Shards is the set of counter shards in use, registered by the first transaction that
 	// writes to each, so a read fetches only those (one, for most notifications).
 	Shards []int `dynamo:"shards,set,omitempty"`
-	// Express is an express notification's deliveries and counts (notify.Express, compact JSON),
+	// Express is an express notification's deliveries (notify.Express, compact JSON),
 	// Inline its few recipients as JSON, and ChunksPrepared its one chunk, prepared by ingest
 	// (see store_express.go); all empty for every other notification.
 	Express        string `dynamo:"x,omitempty"`
@@ -441,7 +441,7 @@ func (s *Store) readNotification(ctx context.Context, id string) (*notify.Notifi
 		if err := json.Unmarshal([]byte(main.Express), n.Express); err != nil {
 			return nil, fmt.Errorf("decode express deliveries: %w", err)
 		}
-		n.Stats.AddCounts(n.Express.Counts)
+		n.Stats.AddCounts(n.Express.Counts())
 	}
 	return &n, nil
 }

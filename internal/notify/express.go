@@ -16,11 +16,9 @@ import (
 // died mid-send — first hands the deliveries over to the delivery records (HandOverExpress),
 // after which the notification is an ordinary one.
 type Express struct {
-	// Deliveries hold masked addresses only, like the delivery records.
+	// Deliveries hold masked addresses only, like the delivery records. Their counts are not
+	// kept beside them: Counts derives them.
 	Deliveries []Delivery
-	// Counts are the deliveries' counts as CountDelivery keeps them (by-reason keys included),
-	// which GetNotification adds to the notification's Stats.
-	Counts map[Channel]ChannelStats
 	// Lease is how long the SENDING deliveries are their sender's (claimed together).
 	Lease time.Time
 }
@@ -28,9 +26,8 @@ type Express struct {
 // expressDoc is Express as stores keep it: short keys, since a DynamoDB write is billed per KB
 // of the whole item.
 type expressDoc struct {
-	D []expressDelivery  `json:"d"`
-	C map[Channel][4]int `json:"c,omitempty"` // total, sent, failed, skipped
-	L int64              `json:"l,omitempty"` // lease, unix ms
+	D []expressDelivery `json:"d"`
+	L int64             `json:"l,omitempty"` // lease, unix ms
 }
 
 type expressDelivery struct {
@@ -51,12 +48,6 @@ type expressDelivery struct {
 // MarshalJSON encodes x compactly (expressDoc).
 func (x Express) MarshalJSON() ([]byte, error) {
 	doc := expressDoc{D: make([]expressDelivery, len(x.Deliveries))}
-	if len(x.Counts) > 0 {
-		doc.C = make(map[Channel][4]int, len(x.Counts))
-		for ch, c := range x.Counts {
-			doc.C[ch] = [4]int{c.Total, c.Sent, c.Failed, c.Skipped}
-		}
-	}
 	if !x.Lease.IsZero() {
 		doc.L = x.Lease.UnixMilli()
 	}
@@ -78,12 +69,6 @@ func (x *Express) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*x = Express{Deliveries: make([]Delivery, len(doc.D))}
-	if len(doc.C) > 0 {
-		x.Counts = make(map[Channel]ChannelStats, len(doc.C))
-		for ch, c := range doc.C {
-			x.Counts[ch] = ChannelStats{Total: c[0], Sent: c[1], Failed: c[2], Skipped: c[3]}
-		}
-	}
 	if doc.L != 0 {
 		x.Lease = time.UnixMilli(doc.L).UTC()
 	}
@@ -115,13 +100,21 @@ func (x *Express) Pending() bool {
 	return false
 }
 
-// Apply applies verdicts to the deliveries that are SENDING, counting terminal ones into
-// Counts, and returns how many were applied; a PENDING verdict releases the delivery (its
-// lease cleared) for a retry. It is what stores do inside CompleteExpress and HandOverExpress.
-func (x *Express) Apply(updates []DeliveryUpdate) int {
-	if x.Counts == nil {
-		x.Counts = map[Channel]ChannelStats{}
+// Counts are the deliveries' counts as CountDelivery keeps them (by-reason keys included):
+// every delivery in Total, each ended one in its outcome. GetNotification adds them to the
+// notification's Stats; HandOverExpress moves them into its counters.
+func (x *Express) Counts() map[Channel]ChannelStats {
+	out := map[Channel]ChannelStats{}
+	for _, d := range x.Deliveries {
+		CountDelivery(out, d.Channel, d.Status, d.Reason, true)
 	}
+	return out
+}
+
+// Apply applies verdicts to the deliveries that are SENDING and returns how many were applied;
+// a PENDING verdict releases the delivery (its lease cleared) for a retry. It is what stores do
+// inside CompleteExpress and HandOverExpress.
+func (x *Express) Apply(updates []DeliveryUpdate) int {
 	n := 0
 	for _, u := range updates {
 		i := slices.IndexFunc(x.Deliveries, func(d Delivery) bool { return d.ID == u.ID })
@@ -134,9 +127,6 @@ func (x *Express) Apply(updates []DeliveryUpdate) int {
 			d.ProviderMessageID = u.ProviderMessageID
 		}
 		d.LeaseUntil = time.Time{}
-		if u.Status.Terminal() {
-			CountDelivery(x.Counts, d.Channel, d.Status, d.Reason, false)
-		}
 		n++
 	}
 	return n
@@ -223,12 +213,6 @@ func (x *Express) Clone() *Express {
 		return nil
 	}
 	c := &Express{Deliveries: slices.Clone(x.Deliveries), Lease: x.Lease}
-	if x.Counts != nil {
-		c.Counts = make(map[Channel]ChannelStats, len(x.Counts))
-		for k, v := range x.Counts {
-			c.Counts[k] = v
-		}
-	}
 	return c
 }
 
@@ -237,7 +221,7 @@ func (x *Express) Clone() *Express {
 func ExpressView(n *Notification) *Notification {
 	c := *n
 	c.Express = n.Express.Clone()
-	c.Stats.Channels = MergeCounts(MergeCounts(nil, n.Stats.Channels), c.Express.Counts)
+	c.Stats.Channels = MergeCounts(MergeCounts(nil, n.Stats.Channels), c.Express.Counts())
 	c.Stats.SplitReasons()
 	return &c
 }
@@ -245,7 +229,7 @@ func ExpressView(n *Notification) *Notification {
 // FinalStatus is the end state x's counts imply (Stats.FinalStatus). While a notification is
 // express its counts are all in x: no delivery record or counter of its own exists yet.
 func (x *Express) FinalStatus() NotificationStatus {
-	st := Stats{Channels: MergeCounts(nil, x.Counts)}
+	st := Stats{Channels: MergeCounts(nil, x.Counts())}
 	st.SplitReasons()
 	return st.FinalStatus()
 }

@@ -17,8 +17,7 @@ func TestExpressRoundTripAndApply(t *testing.T) {
 				Status: DeliverySending, Attempts: 1, LeaseUntil: lease, UpdatedAt: at},
 			{ID: "d_a", UserID: "u1", Channel: ChannelInbox, Provider: ProviderInbox, AddressMasked: "u1", Status: DeliverySent, UpdatedAt: at},
 		},
-		Counts: map[Channel]ChannelStats{ChannelPush: {Total: 1}, ChannelInbox: {Total: 1, Sent: 1}},
-		Lease:  lease,
+		Lease: lease,
 	}
 	b, err := json.Marshal(x)
 	if err != nil {
@@ -30,6 +29,9 @@ func TestExpressRoundTripAndApply(t *testing.T) {
 	}
 	if !reflect.DeepEqual(back, x) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v\n(json %s)", back, x, b)
+	}
+	if c := back.Counts(); c[ChannelPush] != (ChannelStats{Total: 1}) || c[ChannelInbox] != (ChannelStats{Total: 1, Sent: 1}) {
+		t.Fatalf("counts %v, want push 1 pending and inbox 1 sent", c)
 	}
 	if !back.Pending() || back.FinalStatus() != StatusSent {
 		t.Fatalf("pending %v, final %s", back.Pending(), back.FinalStatus())
@@ -48,7 +50,7 @@ func TestExpressRoundTripAndApply(t *testing.T) {
 	if n != 1 || back.Pending() {
 		t.Fatalf("applied %d, pending %v", n, back.Pending())
 	}
-	st := Stats{Channels: MergeCounts(nil, back.Counts)}
+	st := Stats{Channels: MergeCounts(nil, back.Counts())}
 	st.SplitReasons()
 	if st.Channels[ChannelPush] != (ChannelStats{Total: 1, Failed: 1}) || st.FailedByReason[ReasonUnregistered] != 1 ||
 		back.FinalStatus() != StatusPartiallySent {

@@ -73,7 +73,7 @@ func (p *Pipeline) express(ctx context.Context, n *notify.Notification) (stored 
 			ds[i].Status, ds[i].Attempts, ds[i].LeaseUntil, ds[i].UpdatedAt = notify.DeliverySending, 1, lease, start
 		}
 	}
-	x := &notify.Express{Deliveries: ds, Counts: tally(ds), Lease: lease}
+	x := &notify.Express{Deliveries: ds, Lease: lease}
 	n.Express, n.Status = x, notify.StatusProcessing
 	n.Stats.ChunksTotal, n.Stats.ChunksPrepared = 1, 1
 	if len(pending) == 0 && len(inbox) == 0 {

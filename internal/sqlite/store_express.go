@@ -10,7 +10,7 @@ import (
 	"herald/internal/notify"
 )
 
-// Express notifications (notify.Express, docs/design.md §3) keep their deliveries and counts in
+// Express notifications (notify.Express, docs/design.md §3) keep their deliveries in
 // the notifications row's express column and their recipients in its recipients column, so a
 // single send is one row written at ingest and the same row updated once sent.
 
@@ -106,7 +106,7 @@ func (s *Store) HandOverExpress(ctx context.Context, id string, updates []notify
 				return err
 			}
 		}
-		if err := s.addStats(ctx, tx, id, x.Counts); err != nil {
+		if err := s.addStats(ctx, tx, id, x.Counts()); err != nil {
 			return err
 		}
 		set := `express = NULL, updated_at = ?`

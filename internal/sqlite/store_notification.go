@@ -219,7 +219,7 @@ func (s *Store) readNotification(ctx context.Context, q storeConn, where string,
 		if n.Express, err = decodeExpress(express); err != nil {
 			return nil, err
 		}
-		n.Stats.Channels = notify.MergeCounts(n.Stats.Channels, n.Express.Counts)
+		n.Stats.Channels = notify.MergeCounts(n.Stats.Channels, n.Express.Counts())
 	}
 	n.Stats.SplitReasons()
 	return &n, nil

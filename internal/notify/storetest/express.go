@@ -30,10 +30,7 @@ func newExpress(service, key string) (*notify.Notification, notify.Delivery, not
 	push.Attempts, push.LeaseUntil, push.UserID = 1, t0.Add(time.Minute), "u1"
 	inbox := makeDeliveries(n.ID, notify.ChannelInbox, notify.DeliverySent, "x", 1)[0]
 	inbox.UserID = "u1"
-	counts := map[notify.Channel]notify.ChannelStats{}
-	notify.CountDelivery(counts, push.Channel, push.Status, "", true)
-	notify.CountDelivery(counts, inbox.Channel, inbox.Status, "", true)
-	n.Express = &notify.Express{Deliveries: []notify.Delivery{push, inbox}, Counts: counts, Lease: push.LeaseUntil}
+	n.Express = &notify.Express{Deliveries: []notify.Delivery{push, inbox}, Lease: push.LeaseUntil}
 	n.Status = notify.StatusProcessing
 	n.Stats.ChunksTotal, n.Stats.ChunksPrepared = 1, 1
 	return n, push, inbox
@@ -249,10 +246,8 @@ func testExpressUnknown(t *testing.T, s notify.Store) {
 // finished by a completion with no verdicts; once final, a completion changes nothing.
 func testExpressCompleteNothingLeft(t *testing.T, s notify.Store) {
 	n, _, inbox := newExpress("billing", "")
-	counts := map[notify.Channel]notify.ChannelStats{}
-	notify.CountDelivery(counts, inbox.Channel, inbox.Status, "", true)
 	n.Channels = []notify.Channel{notify.ChannelInbox}
-	n.Express = &notify.Express{Deliveries: []notify.Delivery{inbox}, Counts: counts, Lease: t0.Add(time.Minute)}
+	n.Express = &notify.Express{Deliveries: []notify.Delivery{inbox}, Lease: t0.Add(time.Minute)}
 	mustCreateNotification(t, s, n)
 	k, err := s.CompleteExpress(t.Context(), n.ID, nil)
 	noErr(t, err)
