@@ -248,13 +248,24 @@ func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) e
 // updateItem runs one UpdateItem, retrying transaction conflicts (an UpdateItem on an item that a
 // transaction is writing fails with TransactionConflictException) and throttling.
 func (s *Store) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	return retried(ctx, func() (*dynamodb.UpdateItemOutput, error) { return s.client.UpdateItem(ctx, in) })
+}
+
+// putItem is updateItem for one PutItem.
+func (s *Store) putItem(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+	return retried(ctx, func() (*dynamodb.PutItemOutput, error) { return s.client.PutItem(ctx, in) })
+}
+
+// retried runs call again after a transaction conflict or throttling, up to txAttempts times.
+func retried[T any](ctx context.Context, call func() (T, error)) (T, error) {
 	for attempt := 0; ; attempt++ {
-		out, err := s.client.UpdateItem(ctx, in)
+		out, err := call()
 		if err == nil || !retryableAPI(err) || attempt+1 >= txAttempts {
 			return out, err
 		}
 		if err := pause(ctx, attempt); err != nil {
-			return nil, err
+			var zero T
+			return zero, err
 		}
 	}
 }

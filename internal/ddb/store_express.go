@@ -85,19 +85,6 @@ func (s *Store) createExpress(ctx context.Context, c *notify.Notification, body 
 	return notify.ExpressView(c), true, nil
 }
 
-// putItem runs one PutItem, retrying throttling and transaction conflicts like updateItem.
-func (s *Store) putItem(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
-	for attempt := 0; ; attempt++ {
-		out, err := s.client.PutItem(ctx, in)
-		if err == nil || !retryableAPI(err) || attempt+1 >= txAttempts {
-			return out, err
-		}
-		if err := pause(ctx, attempt); err != nil {
-			return nil, err
-		}
-	}
-}
-
 // readExpressItem reads the main item (consistent) and decodes its express attribute; x is nil
 // for a notification that is not (or no longer) express.
 func (s *Store) readExpressItem(ctx context.Context, id string) (main *notificationItem, x *notify.Express, err error) {
