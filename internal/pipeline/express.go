@@ -28,24 +28,31 @@ import (
 // expressable reports whether n may take the express path: realtime, due now, few recipients,
 // and no channel whose sends continue after the provider's answer (AlimTalk's fallback).
 func (p *Pipeline) expressable(n *notify.Notification) bool {
-	if p.cfg.ExpressMaxRecipients < 0 || lane(n) != notify.LaneRealtime || n.Status != notify.StatusAccepted ||
-		len(n.Recipients) == 0 || len(n.Recipients) > p.cfg.ExpressMaxRecipients || n.HasChannel(notify.ChannelAlimTalk) {
-		return false
-	}
-	return true
+	return p.cfg.ExpressMaxRecipients >= 0 && lane(n) == notify.LaneRealtime && n.Status == notify.StatusAccepted &&
+		len(n.Recipients) > 0 && len(n.Recipients) <= p.cfg.ExpressMaxRecipients && !n.HasChannel(notify.ChannelAlimTalk)
 }
 
-// express runs n through the express path. taken is false when n turned out not to fit (more
-// deliveries than a record keeps, a provider without a sender, a rate limiter that fails): the
-// caller then stores it the ordinary way. When taken, stored and created are CreateNotification's.
-func (p *Pipeline) express(ctx context.Context, n *notify.Notification) (stored *notify.Notification, created, taken bool, err error) {
-	now := p.clock.Now()
-	ds, inbox, items, _, err := p.resolve(ctx, n, n.Recipients, now)
+// expressPlan is what the express path sends once the notification is stored.
+type expressPlan struct {
+	inbox   []notify.InboxItem
+	batches []sendMsg
+	start   time.Time
+}
+
+// planExpress resolves n and, when it fits the express path, puts its claimed deliveries in
+// n.Express (and its status and chunk counts with them), so that storing n claims them. It
+// returns nil, leaving n as it was, when n turns out not to fit: more deliveries than a record
+// keeps, a provider without a sender, a rate limiter that fails — the stage path takes it then.
+func (p *Pipeline) planExpress(ctx context.Context, n *notify.Notification) (*expressPlan, error) {
+	if !p.expressable(n) {
+		return nil, nil
+	}
+	ds, inbox, items, _, err := p.resolve(ctx, n, n.Recipients, p.clock.Now())
 	if err != nil {
-		return nil, false, false, fmt.Errorf("ingest %s: resolve: %w", n.ID, err)
+		return nil, fmt.Errorf("ingest %s: resolve: %w", n.ID, err)
 	}
 	if len(ds) > notify.ExpressMaxDeliveries {
-		return nil, false, false, nil
+		return nil, nil
 	}
 	var pending []string
 	for _, d := range ds {
@@ -53,7 +60,7 @@ func (p *Pipeline) express(ctx context.Context, n *notify.Notification) (stored 
 			continue
 		}
 		if _, ok := p.senders[items[d.ID].prov]; !ok {
-			return nil, false, false, nil
+			return nil, nil
 		}
 		pending = append(pending, d.ID)
 	}
@@ -62,7 +69,7 @@ func (p *Pipeline) express(ctx context.Context, n *notify.Notification) (stored 
 	if p.limiter != nil {
 		for _, sm := range batches {
 			if err := p.limiter.Wait(ctx, string(sm.Provider)+":"+sm.App, len(sm.Items)); err != nil {
-				return nil, false, false, nil
+				return nil, nil
 			}
 		}
 	}
@@ -80,20 +87,14 @@ func (p *Pipeline) express(ctx context.Context, n *notify.Notification) (stored 
 		// Nothing left to do once stored (every delivery skipped): final at once.
 		n.Status, x.Lease = x.FinalStatus(), time.Time{}
 	}
-	stored, created, err = p.store.CreateNotification(ctx, n)
-	if err != nil || !created {
-		return stored, created, true, err
-	}
-	if err := p.expressSend(ctx, n, inbox, batches, start); err != nil {
-		// Nothing is lost: the message comes back, finds the claim and, once its lease has run
-		// out, hands the notification to the stage queues.
-		return stored, created, true, err
-	}
-	return stored, created, true, nil
+	return &expressPlan{inbox: inbox, batches: batches, start: start}, nil
 }
 
-// expressSend writes the inbox items, sends the batches and records the verdicts.
-func (p *Pipeline) expressSend(ctx context.Context, n *notify.Notification, inbox []notify.InboxItem, batches []sendMsg, start time.Time) error {
+// expressSend writes the inbox items, sends the batches and records the verdicts of n, stored
+// with its claimed deliveries. An error leaves nothing lost: the message comes back, finds the
+// claim and, once its lease has run out, hands the notification to the stage queues.
+func (p *Pipeline) expressSend(ctx context.Context, n *notify.Notification, plan *expressPlan) error {
+	inbox, batches, start := plan.inbox, plan.batches, plan.start
 	if len(inbox) > 0 {
 		if err := p.store.PutInboxItems(ctx, inbox); err != nil {
 			// Prepare writes them again, and sends what is pending.

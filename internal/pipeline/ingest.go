@@ -87,20 +87,16 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 		n.Fingerprint = notify.RequestFingerprint(&req)
 	}
 	n.Stats.ChunksTotal = (len(n.Recipients) + p.cfg.ChunkSize - 1) / p.cfg.ChunkSize
-	var (
-		stored         *notify.Notification
-		created, taken bool
-		err            error
-	)
-	if p.expressable(n) {
-		if stored, created, taken, err = p.express(ctx, n); taken && (created || err != nil) {
-			return err
-		}
+	plan, err := p.planExpress(ctx, n)
+	if err != nil {
+		return err
 	}
-	if !taken {
-		if stored, created, err = p.store.CreateNotification(ctx, n); err != nil {
-			return fmt.Errorf("ingest %s: %w", id, err)
-		}
+	stored, created, err := p.store.CreateNotification(ctx, n)
+	if err != nil {
+		return fmt.Errorf("ingest %s: %w", id, err)
+	}
+	if created && plan != nil {
+		return p.expressSend(ctx, n, plan)
 	}
 	if !created {
 		if err := sameRequest(stored, n); err != nil {
