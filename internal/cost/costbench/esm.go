@@ -4,19 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"herald/internal/notify"
 	"herald/internal/pipeline"
+	"herald/internal/sqs/esm"
 )
 
 // mapping is an SQS event source mapping of the stack: a queue, the function it invokes, the
@@ -101,70 +97,27 @@ func (p *pollers) fail(err error) {
 	p.errs = append(p.errs, err)
 }
 
+// poll is one poller of m (internal/sqs/esm). An invocation runs to its end even when the
+// pollers stop: Lambda does not cut a running function short.
 func (w *world) poll(ctx context.Context, m mapping, p *pollers) {
-	url := w.queueURL(m.queue)
-	for ctx.Err() == nil {
-		out, err := w.sqs.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: int32(min(m.batch, 10)), WaitTimeSeconds: 1,
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-			MessageAttributeNames:       []string{"All"},
-		})
-		if err != nil || len(out.Messages) == 0 {
-			if err != nil && ctx.Err() == nil {
-				p.fail(fmt.Errorf("receive from %s: %w", m.queue, err))
-				time.Sleep(100 * time.Millisecond)
+	esm.Poll(ctx, w.sqs, esm.Mapping{
+		QueueURL: w.queueURL(m.queue), QueueARN: w.queueARN(m.queue), Region: region, BatchSize: m.batch, ReportFailures: true,
+		Invoke: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			var r events.SQSEventResponse
+			raw, err := json.Marshal(ev)
+			if err != nil {
+				return r, err
 			}
-			continue
-		}
-		ev := events.SQSEvent{}
-		for _, msg := range out.Messages {
-			ev.Records = append(ev.Records, w.record(m.queue, msg))
-		}
-		raw, err := json.Marshal(ev)
-		if err != nil {
-			p.fail(err)
-			continue
-		}
-		var resp []byte
-		// The invocation runs to its end even when the pollers stop: Lambda does not cut a
-		// running function short.
-		w.meter.Invoke(m.function, func() { resp, err = m.handler.Invoke(context.WithoutCancel(ctx), raw) })
-		if err != nil {
-			p.fail(fmt.Errorf("%s on %s: %w", m.function, m.queue, err))
-			continue
-		}
-		var r events.SQSEventResponse
-		if err := json.Unmarshal(resp, &r); err != nil {
-			p.fail(fmt.Errorf("%s on %s: unreadable response %s", m.function, m.queue, resp))
-			continue
-		}
-		failed := map[string]bool{}
-		for _, f := range r.BatchItemFailures {
-			failed[f.ItemIdentifier] = true
-		}
-		var entries []sqstypes.DeleteMessageBatchRequestEntry
-		for i, msg := range out.Messages {
-			if !failed[aws.ToString(msg.MessageId)] {
-				entries = append(entries, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: msg.ReceiptHandle})
+			var resp []byte
+			w.meter.Invoke(m.function, func() { resp, err = m.handler.Invoke(context.WithoutCancel(ctx), raw) })
+			if err != nil {
+				return r, fmt.Errorf("%s on %s: %w", m.function, m.queue, err)
 			}
-		}
-		if len(entries) > 0 {
-			if _, err := w.sqs.DeleteMessageBatch(context.WithoutCancel(ctx), &awssqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries}); err != nil {
-				p.fail(fmt.Errorf("delete from %s: %w", m.queue, err))
+			if err := json.Unmarshal(resp, &r); err != nil {
+				return r, fmt.Errorf("%s on %s: unreadable response %s", m.function, m.queue, resp)
 			}
-		}
-	}
-}
-
-// record is a received message as Lambda hands it to the function.
-func (w *world) record(queue string, m sqstypes.Message) events.SQSMessage {
-	attrs := map[string]events.SQSMessageAttribute{}
-	for k, v := range m.MessageAttributes {
-		attrs[k] = events.SQSMessageAttribute{StringValue: v.StringValue, BinaryValue: v.BinaryValue, DataType: aws.ToString(v.DataType)}
-	}
-	return events.SQSMessage{
-		MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-		Md5OfBody: aws.ToString(m.MD5OfBody), Attributes: m.Attributes, MessageAttributes: attrs,
-		EventSource: "aws:sqs", EventSourceARN: w.queueARN(queue), AWSRegion: region,
-	}
+			return r, nil
+		},
+		Failed: func(what string, err error) { p.fail(fmt.Errorf("%s %s: %w", what, m.queue, err)) },
+	})
 }

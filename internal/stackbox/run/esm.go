@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"herald/internal/sqs/esm"
 )
 
 // Mapping is an AWS::Lambda::EventSourceMapping on an SQS queue.
@@ -63,79 +61,23 @@ func (b *Box) startMappings() error {
 	return nil
 }
 
-// poll receives batches and invokes the function until the box closes.
+// poll receives batches and invokes the function until the box closes (internal/sqs/esm).
 func (b *Box) poll(m Mapping, client *awssqs.Client) {
-	ctx := b.ctx
-	for ctx.Err() == nil {
-		out, err := client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
-			QueueUrl: aws.String(m.Queue.URL), MaxNumberOfMessages: int32(min(m.BatchSize, 10)), WaitTimeSeconds: 1,
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-			MessageAttributeNames:       []string{"All"},
-		})
-		if err != nil {
-			if ctx.Err() == nil {
-				b.log.Error("stackbox: receive", "mapping", m.LogicalID, "error", err)
-				sleep(ctx, time.Second)
-			}
-			continue
-		}
-		if len(out.Messages) == 0 {
-			continue
-		}
-		ev := events.SQSEvent{}
-		for _, msg := range out.Messages {
-			ev.Records = append(ev.Records, record(m.Queue, msg))
-		}
-		resp, err := m.Function.Invoke(ctx, ev)
-		if err != nil {
-			// The whole batch stays: its messages return after the visibility timeout.
-			b.log.Warn("stackbox: invocation failed", "function", m.Function.Name, "queue", m.Queue.Name, "error", err)
-			continue
-		}
-		failed := map[string]bool{}
-		if m.ReportFailures && len(resp) > 0 && string(resp) != "null" {
+	esm.Poll(b.ctx, client, esm.Mapping{
+		QueueURL: m.Queue.URL, QueueARN: m.Queue.ARN, Region: Region, BatchSize: m.BatchSize, ReportFailures: m.ReportFailures,
+		Invoke: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 			var r events.SQSEventResponse
+			resp, err := m.Function.Invoke(ctx, ev)
+			if err != nil || !m.ReportFailures || len(resp) == 0 || string(resp) == "null" {
+				return r, err
+			}
 			if err := json.Unmarshal(resp, &r); err != nil {
-				b.log.Warn("stackbox: unreadable batch response: the batch fails", "function", m.Function.Name, "response", string(resp))
-				continue
+				return r, fmt.Errorf("unreadable batch response %s: the batch fails", resp)
 			}
-			for _, f := range r.BatchItemFailures {
-				failed[f.ItemIdentifier] = true
-			}
-		}
-		var entries []types.DeleteMessageBatchRequestEntry
-		for i, msg := range out.Messages {
-			if !failed[aws.ToString(msg.MessageId)] {
-				entries = append(entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: msg.ReceiptHandle})
-			}
-		}
-		if len(entries) > 0 {
-			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if _, err := client.DeleteMessageBatch(dctx, &awssqs.DeleteMessageBatchInput{QueueUrl: aws.String(m.Queue.URL), Entries: entries}); err != nil {
-				b.log.Error("stackbox: delete", "queue", m.Queue.Name, "error", err)
-			}
-			cancel()
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-}
-
-// record is a received message as Lambda hands it to the function.
-func record(q Queue, m types.Message) events.SQSMessage {
-	attrs := map[string]events.SQSMessageAttribute{}
-	for k, v := range m.MessageAttributes {
-		attrs[k] = events.SQSMessageAttribute{StringValue: v.StringValue, BinaryValue: v.BinaryValue, DataType: aws.ToString(v.DataType)}
-	}
-	return events.SQSMessage{
-		MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-		Md5OfBody: aws.ToString(m.MD5OfBody), Md5OfMessageAttributes: aws.ToString(m.MD5OfMessageAttributes),
-		Attributes: m.Attributes, MessageAttributes: attrs,
-		EventSource: "aws:sqs", EventSourceARN: q.ARN, AWSRegion: Region,
-	}
+			return r, nil
+		},
+		Failed: func(what string, err error) {
+			b.log.Warn("stackbox: "+what+" failed", "mapping", m.LogicalID, "function", m.Function.Name, "queue", m.Queue.Name, "error", err)
+		},
+	})
 }
