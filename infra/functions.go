@@ -67,7 +67,7 @@ var functionWiring = map[string]wiring{
 	// POST /v1/notifications hands the request to the service's ingest queue; devices, contacts,
 	// preferences and the inbox are read and written directly.
 	"api": {
-		tables: map[string]access{"notifications": readWrite, "deliveries": read, "users": readWrite, "inbox": readWrite},
+		tables: map[string]access{"notifications": readWrite, "deliveries": read, "users": readWrite, "inbox-items": readWrite},
 		sends: func(h *herald) []string {
 			var out []string
 			for _, s := range h.cfg.Services {
@@ -84,7 +84,7 @@ var functionWiring = map[string]wiring{
 	"ingest": {
 		// users: also a reserved campaign's fire sizes what is left of an uploaded list's audience.
 		tables: map[string]access{"notifications": readWrite, "deliveries": readWrite, "users": read,
-			"suppressions": read, "inbox": readWrite, "ratelimit": readWrite},
+			"suppressions": read, "inbox-items": readWrite, "ratelimit": readWrite},
 		sends: func(*herald) []string {
 			return append(append(append(lanes(notify.StagePrepare), notify.LaneQueue(notify.StageSend, notify.LaneRealtime)),
 				notify.LaneQueue(notify.StageRecord, notify.LaneRealtime)), notify.StageCleanup)
@@ -93,7 +93,7 @@ var functionWiring = map[string]wiring{
 	},
 	// Resolves recipients, writes inbox items and deliveries, batches sends.
 	"prepare": {
-		tables: map[string]access{"notifications": readWrite, "deliveries": readWrite, "users": read, "suppressions": read, "inbox": readWrite},
+		tables: map[string]access{"notifications": readWrite, "deliveries": readWrite, "users": read, "suppressions": read, "inbox-items": readWrite},
 		sends:  func(*herald) []string { return append(lanes(notify.StageSend), lanes(notify.StageRecord)...) },
 		events: true, // message_dead_lettered, as every SQS consumer
 	},
@@ -150,7 +150,7 @@ var functionWiring = map[string]wiring{
 	// connections table and ManageConnections, granted with the other publishers' in stream.go)
 	// and answers resume messages from the inbox (broadcasts are in the notifications table,
 	// their targeting read from users).
-	streamFunction: {tables: map[string]access{"inbox": read, "notifications": read, "users": read}},
+	streamFunction: {tables: map[string]access{"inbox-items": read, "notifications": read, "users": read}},
 }
 
 // alertsFunction posts operator events to Slack (internal/awsenv.StartAlerts). It is deployed

@@ -245,7 +245,7 @@ func TestEventSourceMappingsReportItemFailures(t *testing.T) {
 
 func TestTables(t *testing.T) {
 	environments(t, func(t *testing.T, s *synthesis) {
-		for _, name := range []string{"inbox", "deliveries", "ratelimit"} {
+		for _, name := range []string{"inbox-items", "deliveries", "ratelimit"} {
 			s.template.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
 				"TableName":               "herald-" + s.env.Name + "-" + name,
 				"TimeToLiveSpecification": map[string]any{"AttributeName": assertions.Match_AnyValue(), "Enabled": true},

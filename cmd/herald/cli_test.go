@@ -45,6 +45,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"export", "download"}, []string{"-api", "-key", "-out", "-timeout"}},
 		{[]string{"webpush"}, []string{"webpush keys"}},
 		{[]string{"webpush", "keys"}, []string{"-json", "providers.webpush"}},
+		{[]string{"inbox"}, []string{"inbox migrate"}},
+		{[]string{"inbox", "migrate"}, []string{"-env", "-table-prefix", "-dynamodb-endpoint", "dynamodb:Scan", "safe to run again"}},
 		{[]string{"bench"}, []string{"-recipients", "-per-notification", "-raw-batches", "-send-workers", "-cpuprofile", "bench campaign", "bench export", "bench cost"}},
 		{[]string{"bench", "campaign"}, []string{"-devices", "-probe-rate", "-idle-probes", "-max-probes", "-timeout"}},
 		{[]string{"bench", "export"}, []string{"-rows"}},
@@ -94,6 +96,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", "cost", "--sends", "0"}, "--sends and --devices must be at least 1"},
 		{[]string{"bench", "cost", "now"}, `unexpected argument "now"`},
 		{[]string{"bench", "cost", "--dynamodb-endpoint", ""}, "--dynamodb-endpoint (or HERALD_DYNAMODB_ENDPOINT) is required"},
+		{[]string{"inbox", "migrate"}, "--env (or --table-prefix) is required"},
+		{[]string{"inbox", "migrate", "--env", "prod", "now"}, `unexpected argument "now"`},
 		{nil, "Usage:"},
 	} {
 		var stdout, stderr strings.Builder

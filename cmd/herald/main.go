@@ -28,13 +28,14 @@ Usage:
   herald audience upload LIST FILE                append a file of user ids (one per line, or CSV) to a list
   herald audience show LIST                       how many members a list has
   herald webpush keys [--json]                    generate a VAPID key pair for providers.webpush
+  herald inbox migrate --env NAME                 copy a deployment's inbox into its inbox-items table (AWS credentials)
   herald template put NAME FILE                   store a template (JSON) as its next version
   herald template show NAME [--version N]         print a stored template version
   herald template preview NAME --data JSON        render a template's channels and locales with data
   herald bench [--recipients 100000]
   herald bench campaign [--devices 300000]        campaign wall time, real-time latency, writes per recipient
 
-Every command but dev, bench and webpush talks to a running Herald: --api URL (env HERALD_API, default
+Every command but dev, bench, webpush and inbox talks to a running Herald: --api URL (env HERALD_API, default
 http://127.0.0.1:8080) and --key KEY (env HERALD_API_KEY, default dev-demo-key).
 
 Exit codes: 0 success (and -h), 1 failure, 2 bad flags or arguments,
@@ -55,6 +56,7 @@ var commands = map[string]command{
 	"export":    runExport,
 	"bench":     runBench,
 	"webpush":   runWebPush,
+	"inbox":     runInbox,
 }
 
 func main() {

@@ -87,17 +87,22 @@
 // filter in its expression, at most scanPagesPerCall requests a call and resumed from the last
 // key: no index is kept on every suppression for an operator's occasional file.
 //
-// inbox — pk user_id (S), sk id (S), TTL attribute ttl (from ExpiresAt). ord = "<created_at as
-// 20 digits>#<id>"; unread = ord while the item is unread, absent once read. LSI newest (sort
-// key ord, ALL) serves ListInbox newest first; LSI unread (sort key unread, INCLUDE expires_at)
-// is sparse — only unread items are in it — and serves UnreadCount and MarkAllRead. Local
-// indexes can be read consistently; they cap one user's inbox at 10 GB. TTL deletion is lazy (up
-// to days late), so every read filters on expires_at.
+// inbox-items — pk user_id (S), sk (S), TTL attribute ttl (from ExpiresAt). An own item's sk is
+// its ord, "<created_at as 20 digits>#<id>", so a Query of the table walks an inbox newest first
+// (ListInbox) and an item is one write unit: there is no secondary index, because DynamoDB bills
+// an item once more per index it enters (the inbox used to have two local indexes, newest and
+// unread, and cost 3 units an item; docs/design.md §10). The price is paid on the rarer reads:
+// UnreadCount and MarkAllRead read the user's unexpired items with a filter on read_at, and
+// MarkRead and DeleteInboxItem find an item's sk by its id with a descending Query filtered on id
+// (recent items in one small request). The id is unique per user only with its CreatedAt — the
+// notification's, which every put of it carries. TTL deletion is lazy (up to days late), so
+// every read filters on expires_at. Inboxes of the older table (name "inbox", keyed by id) are
+// copied by CopyLegacyInbox (`herald inbox migrate`).
 //
 // Broadcasts (fan-out on read, docs/design.md §6): a campaign's inbox for an app's devices is one
 // PutBroadcast — one transaction of the claim and 8 copies per target app, whatever the
-// audience — and a user's marker of one (sk B#<broadcast id>: read_at, deleted, ttl; without ord
-// or unread, so in neither local index) is written only by MarkRead, MarkAllRead or
+// audience — and a user's marker of one (sk B#<broadcast id>: read_at, deleted, ttl; after every
+// ord, so a Query of own items stops before the markers) is written only by MarkRead, MarkAllRead or
 // DeleteInboxItem. Every inbox read merges the user's visible broadcasts: a Query of their
 // devices, per app an eventually consistent Query of their shard (hash(user) mod 8) of the app's
 // unexpired broadcasts, the preferences, and one BatchGetItem of their marker and any own item

@@ -19,14 +19,13 @@ import (
 	"herald/internal/notify"
 )
 
-// inboxItem is one inbox entry: pk user_id, sk id. ord (and unread, present only while the item
-// is unread) is "<created_at as 20 digits>#<id>", the sort key of the newest and unread local
-// indexes, so both walk the inbox newest first with the id as tie-break.
+// inboxItem is one inbox entry: pk user_id, sk ord = "<created_at as 20 digits>#<id>", so the
+// table itself walks an inbox newest first with the id as tie-break, and an item costs one write
+// unit (no index to keep). The id is an attribute; finding an item by id is inboxKey.
 type inboxItem struct {
 	UserID    string            `dynamo:"user_id"`
+	Ord       string            `dynamo:"sk"`
 	ID        string            `dynamo:"id"`
-	Ord       string            `dynamo:"ord"`
-	Unread    string            `dynamo:"unread,omitempty"`
 	CreatedAt int64             `dynamo:"created_at"`
 	ReadAt    *int64            `dynamo:"read_at,omitempty"`
 	ExpiresAt *int64            `dynamo:"expires_at,omitempty"` // exact; reads filter on it
@@ -58,9 +57,14 @@ func (s *Store) inbox() dynamo.Table { return s.db.Table(s.tables.Inbox) }
 // an item past its ExpiresAt may still be stored.
 const notExpired = "(attribute_not_exists($) OR $ > ?)"
 
+// ownItems is the key condition that keeps a query to the user's own items: ords start with a
+// digit, broadcast markers ("B#<id>") sort after them.
+const ownItemsBelow = ":"
+
 // PutInboxItems implements notify.InboxStore: one PutItem per item guarded by
 // attribute_not_exists, up to 16 at once, so an existing item (read state included) stays as
-// it is when a prepare step is redelivered.
+// it is when a prepare step is redelivered. A repeated put carries the item's CreatedAt (its
+// notification's), which is part of its key.
 func (s *Store) PutInboxItems(ctx context.Context, items []notify.InboxItem) error {
 	rows := make([]inboxItem, len(items))
 	for i, it := range items {
@@ -71,9 +75,6 @@ func (s *Store) PutInboxItems(ctx context.Context, items []notify.InboxItem) err
 		r := inboxItem{UserID: it.UserID, ID: it.ID, Ord: inboxOrd(created, it.ID), CreatedAt: nanos(created),
 			ReadAt: nanosPtr(it.ReadAt), ExpiresAt: nanosPtr(it.ExpiresAt), Service: it.Service,
 			Category: string(it.Category), Title: it.Title, Body: it.Body, Data: it.Data, Link: it.Link, ImageURL: it.ImageURL}
-		if it.ReadAt == nil {
-			r.Unread = r.Ord
-		}
 		if it.ExpiresAt != nil {
 			ttl := ttlOf(*it.ExpiresAt)
 			r.TTL = &ttl
@@ -90,9 +91,16 @@ func (s *Store) PutInboxItems(ctx context.Context, items []notify.InboxItem) err
 	return wrapErr("put inbox items", err)
 }
 
-// ListInbox implements notify.InboxStore: a consistent Query of the newest index, descending,
-// filtered on expiry. The cursor is base64url of the last item's ord, from which the
-// LastEvaluatedKey is rebuilt (with the caller's user id, so a cursor never crosses inboxes).
+// ownQuery is a consistent Query of userID's own items (not their broadcast markers) that are
+// unexpired at now, newest first.
+func (s *Store) ownQuery(userID string, now time.Time) *dynamo.Query {
+	return s.inbox().Get(attrInboxUser, userID).Range(attrInboxOrder, dynamo.Less, ownItemsBelow).
+		Order(dynamo.Descending).Consistent(true).Filter(notExpired, attrInboxExpiry, attrInboxExpiry, nanos(now))
+}
+
+// ListInbox implements notify.InboxStore: a consistent Query of the table, descending, filtered
+// on expiry. The cursor is base64url of the last item's ord, which is also the start key (with
+// the caller's user id, so a cursor never crosses inboxes).
 func (s *Store) ListInbox(ctx context.Context, userID, cursor string, limit int, now time.Time) ([]notify.InboxItem, string, error) {
 	op := "list inbox of " + userID
 	limit = notify.PageLimit(limit)
@@ -104,12 +112,12 @@ func (s *Store) ListInbox(ctx context.Context, userID, cursor string, limit int,
 		b, err := base64.RawURLEncoding.DecodeString(cursor)
 		cursorOrd = string(b)
 		_, id, ok := strings.Cut(cursorOrd, "#")
-		if err != nil || !ok || id == "" {
+		if err != nil || !ok || id == "" || cursorOrd >= ownItemsBelow {
 			return nil, "", wrapErr(op, notify.FieldError("cursor", "malformed cursor"))
 		}
 		// The last item of the previous page may have been a broadcast, which has no item in
-		// the index: the start key is only a position in it, so that works the same.
-		start = dynamo.PagingKey{attrInboxUser: strAttr(userID), attrInboxID: strAttr(id), attrInboxOrder: strAttr(cursorOrd)}
+		// the table: the start key is only a position, so that works the same.
+		start = dynamo.PagingKey{attrInboxUser: strAttr(userID), attrInboxOrder: strAttr(cursorOrd)}
 	}
 	var rows []inboxItem
 	// Each request reads at most what is still wanted (plus one to learn whether a next page
@@ -117,8 +125,7 @@ func (s *Store) ListInbox(ctx context.Context, userID, cursor string, limit int,
 	// make a request come back short, and the walk goes on from its LastEvaluatedKey.
 	for {
 		want := limit + 1 - len(rows)
-		q := s.inbox().Get(attrInboxUser, userID).Index(indexNewest).Order(dynamo.Descending).Consistent(true).
-			Filter(notExpired, attrInboxExpiry, attrInboxExpiry, nanos(now)).SearchLimit(max(want, 10))
+		q := s.ownQuery(userID, now).SearchLimit(max(want, 10))
 		if start != nil {
 			q = q.StartFrom(start)
 		}
@@ -156,13 +163,16 @@ func (s *Store) ListInbox(ctx context.Context, userID, cursor string, limit int,
 	return items, next, nil
 }
 
-// UnreadCount implements notify.InboxStore: a Select COUNT Query of the sparse unread index
-// (only unread items have the unread attribute), filtered on expiry. It reads every unread item
-// of the user, about 0.5 RCU per 4 KB of index entries (a few dozen bytes each): cheap for a
-// normal inbox, proportional to the backlog for one with thousands unread.
+// unreadFilter keeps unread items among the unexpired ones.
+const unreadFilter = "attribute_not_exists($)"
+
+// UnreadCount implements notify.InboxStore: a Select COUNT Query of the user's own unexpired
+// unread items. There is no index of unread items (an index would bill every item written
+// twice more, docs/design.md §10), so it reads the user's whole inbox: about 0.5 RCU per 4 KB
+// read consistently — 5 RCU for 40 items of 500 bytes — and inbox items expire (30 days by
+// default).
 func (s *Store) UnreadCount(ctx context.Context, userID string, now time.Time) (int, error) {
-	n, err := s.inbox().Get(attrInboxUser, userID).Index(indexUnread).Consistent(true).
-		Filter(notExpired, attrInboxExpiry, attrInboxExpiry, nanos(now)).Count(ctx)
+	n, err := s.ownQuery(userID, now).Filter(unreadFilter, "read_at").Count(ctx)
 	if err != nil {
 		return 0, wrapErr("unread count of "+userID, err)
 	}
@@ -178,14 +188,42 @@ func (s *Store) UnreadCount(ctx context.Context, userID string, now time.Time) (
 	return n, nil
 }
 
-// markReadInput sets read_at and drops the item from the unread index, if it exists and is
-// unread.
-func (s *Store) markReadInput(userID, id string, at time.Time) *dynamodb.UpdateItemInput {
+// inboxKey finds the ord of userID's own item id: a descending Query filtered on the id, in
+// requests of growing size (16, 64, 256, … items), so the recent items people open cost one
+// small request and an old one at most a walk of the inbox. "" if there is none.
+func (s *Store) inboxKey(ctx context.Context, userID, id string) (string, error) {
+	var start dynamo.PagingKey
+	for size := 16; ; size = min(size*4, 1024) {
+		q := s.inbox().Get(attrInboxUser, userID).Range(attrInboxOrder, dynamo.Less, ownItemsBelow).
+			Order(dynamo.Descending).Consistent(true).Filter("$ = ?", attrInboxID, id).
+			Project(attrInboxOrder).SearchLimit(size)
+		if start != nil {
+			q = q.StartFrom(start)
+		}
+		var found []struct {
+			Ord string `dynamo:"sk"`
+		}
+		lek, err := q.AllWithLastEvaluatedKey(ctx, &found)
+		if err != nil {
+			return "", err
+		}
+		if len(found) > 0 {
+			return found[0].Ord, nil
+		}
+		if lek == nil {
+			return "", nil
+		}
+		start = lek
+	}
+}
+
+// markReadInput sets read_at on the item at ord, if it exists and is unread.
+func (s *Store) markReadInput(userID, ord string, at time.Time) *dynamodb.UpdateItemInput {
 	e := newExpr()
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.tables.Inbox),
-		Key:                                 map[string]types.AttributeValue{attrInboxUser: strAttr(userID), attrInboxID: strAttr(id)},
-		UpdateExpression:                    aws.String(updateExpr([]string{e.n("read_at") + " = " + e.i(nanos(at))}, nil, []string{e.n(attrInboxUnread)})),
+		Key:                                 map[string]types.AttributeValue{attrInboxUser: strAttr(userID), attrInboxOrder: strAttr(ord)},
+		UpdateExpression:                    aws.String(updateExpr([]string{e.n("read_at") + " = " + e.i(nanos(at))}, nil, nil)),
 		ConditionExpression:                 aws.String("attribute_exists(" + e.n(attrInboxUser) + ") AND attribute_not_exists(" + e.n("read_at") + ")"),
 		ExpressionAttributeNames:            e.nameMap(),
 		ExpressionAttributeValues:           e.valueMap(),
@@ -193,37 +231,44 @@ func (s *Store) markReadInput(userID, id string, at time.Time) *dynamodb.UpdateI
 	}
 }
 
-// MarkRead implements notify.InboxStore. An item already read keeps its first ReadAt.
+// MarkRead implements notify.InboxStore. An item already read keeps its first ReadAt; an id
+// with no own item is the user's broadcast, if one is visible.
 func (s *Store) MarkRead(ctx context.Context, userID, id string, at time.Time) error {
 	op := fmt.Sprintf("mark inbox item %s read", id)
 	at = s.nowOr(at)
-	_, err := s.updateItem(ctx, s.markReadInput(userID, id, at))
+	ord, err := s.inboxKey(ctx, userID, id)
+	if err != nil {
+		return wrapErr(op, err)
+	}
+	if ord == "" {
+		return wrapErr(op, s.markBroadcast(ctx, userID, id, at, false))
+	}
+	_, err = s.updateItem(ctx, s.markReadInput(userID, ord, at))
 	if old, failed := condFailedItem(err); failed {
 		if old == nil {
-			return wrapErr(op, s.markBroadcast(ctx, userID, id, at, false))
+			return wrapErr(op, notify.Errorf(notify.ENOTFOUND, "inbox item not found")) // deleted meanwhile
 		}
 		return nil // already read
 	}
 	return wrapErr(op, err)
 }
 
-// MarkAllRead implements notify.InboxStore. It pages through the sparse unread index (expired
-// items are invisible, so neither marked nor counted), then marks each item read with a
-// conditional update, up to 16 at once; an item marked by someone else meanwhile is not counted.
+// MarkAllRead implements notify.InboxStore. It reads the user's unexpired unread items (expired
+// ones are invisible, so neither marked nor counted), then marks each read with a conditional
+// update, up to 16 at once; an item marked by someone else meanwhile is not counted.
 func (s *Store) MarkAllRead(ctx context.Context, userID string, at time.Time) (int, error) {
 	op := "mark all read of " + userID
 	at = s.nowOr(at)
 	var keys []struct {
-		ID string `dynamo:"id"`
+		Ord string `dynamo:"sk"`
 	}
-	err := s.inbox().Get(attrInboxUser, userID).Index(indexUnread).Consistent(true).
-		Filter(notExpired, attrInboxExpiry, attrInboxExpiry, nanos(at)).Project(attrInboxID).All(ctx, &keys)
+	err := s.ownQuery(userID, at).Filter(unreadFilter, "read_at").Project(attrInboxOrder).All(ctx, &keys)
 	if err != nil {
 		return 0, wrapErr(op, err)
 	}
 	var changed atomic.Int64
 	err = forEach(ctx, len(keys), func(ctx context.Context, i int) error {
-		_, err := s.updateItem(ctx, s.markReadInput(userID, keys[i].ID, at))
+		_, err := s.updateItem(ctx, s.markReadInput(userID, keys[i].Ord, at))
 		if _, failed := condFailedItem(err); failed {
 			return nil
 		}
@@ -266,9 +311,16 @@ func (s *Store) MarkAllRead(ctx context.Context, userID string, at time.Time) (i
 // user's deleted marker.
 func (s *Store) DeleteInboxItem(ctx context.Context, userID, id string) error {
 	op := fmt.Sprintf("delete inbox item %s", id)
-	err := s.inbox().Delete(attrInboxUser, userID).Range(attrInboxID, id).If("attribute_exists($)", attrInboxUser).Run(ctx)
-	if dynamo.IsCondCheckFailed(err) {
+	ord, err := s.inboxKey(ctx, userID, id)
+	if err != nil {
+		return wrapErr(op, err)
+	}
+	if ord == "" {
 		return wrapErr(op, s.markBroadcast(ctx, userID, id, s.now(), true))
+	}
+	err = s.inbox().Delete(attrInboxUser, userID).Range(attrInboxOrder, ord).If("attribute_exists($)", attrInboxUser).Run(ctx)
+	if dynamo.IsCondCheckFailed(err) {
+		return wrapErr(op, notify.Errorf(notify.ENOTFOUND, "inbox item not found")) // deleted meanwhile
 	}
 	return wrapErr(op, err)
 }
@@ -282,7 +334,8 @@ func (s *Store) DeleteInboxItem(ctx context.Context, userID, id string) error {
 //
 // and in the inbox table, beside a user's own items, the user's marker of a broadcast:
 //
-//	user_id <user>  id B#<id>  read_at, deleted, ttl (no ord: in neither local index)
+//	user_id <user>  sk B#<id>  read_at, deleted, ttl (after every ord: a query of own items
+//	                           stops before the markers)
 //
 // The expiry leads the index sort key, so a read asks only for unexpired broadcasts (sk >
 // now) and never pays for expired ones TTL has not deleted yet. Every inbox read of an app's
@@ -329,7 +382,8 @@ type broadcastItem struct {
 // markerItem is a user's read or deleted marker of a broadcast.
 type markerItem struct {
 	UserID  string `dynamo:"user_id"`
-	ID      string `dynamo:"id"`
+	SK      string `dynamo:"sk"`
+	ID      string `dynamo:"id"` // an own item's (a marker has none)
 	ReadAt  *int64 `dynamo:"read_at,omitempty"`
 	Deleted bool   `dynamo:"deleted,omitempty"`
 }
@@ -467,21 +521,22 @@ func (s *Store) visibleBroadcasts(ctx context.Context, userID string, now time.T
 	if len(bs) == 0 {
 		return nil, nil
 	}
-	// The user's marker of each candidate, and any own item with its id: an own item (the
-	// campaign also reached the user through a user list) shadows the broadcast.
+	// The user's marker of each candidate, and any own item of the same notification: an own
+	// item (the campaign also reached the user through a user list) shadows the broadcast. Both
+	// carry the campaign notification's CreatedAt, so the own item's key is known.
 	keys := make([]dynamo.Keyed, 0, 2*len(bs))
 	for _, b := range bs {
-		keys = append(keys, dynamo.Keys{userID, markerPfx + b.ID}, dynamo.Keys{userID, b.ID})
+		keys = append(keys, dynamo.Keys{userID, markerPfx + b.ID}, dynamo.Keys{userID, inboxOrd(b.CreatedAt, b.ID)})
 	}
 	var got []markerItem
-	err = s.inbox().Batch(attrInboxUser, attrInboxID).Get(keys...).Consistent(true).All(ctx, &got)
+	err = s.inbox().Batch(attrInboxUser, attrInboxOrder).Get(keys...).Consistent(true).Project(attrInboxOrder, "id", "read_at", "deleted").All(ctx, &got)
 	if err != nil && !errors.Is(err, dynamo.ErrNotFound) {
 		return nil, fmt.Errorf("read inbox markers: %w", err)
 	}
 	marks := make(map[string]markerItem, len(got))
 	hidden := map[string]bool{}
 	for _, m := range got {
-		if id, ok := strings.CutPrefix(m.ID, markerPfx); ok {
+		if id, ok := strings.CutPrefix(m.SK, markerPfx); ok {
 			marks[id] = m
 			hidden[id] = hidden[id] || m.Deleted
 		} else {
@@ -514,7 +569,7 @@ func (s *Store) markInput(userID string, b notify.InboxItem, at time.Time, delet
 	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.tables.Inbox),
-		Key:                                 map[string]types.AttributeValue{attrInboxUser: strAttr(userID), attrInboxID: strAttr(markerPfx + b.ID)},
+		Key:                                 map[string]types.AttributeValue{attrInboxUser: strAttr(userID), attrInboxOrder: strAttr(markerPfx + b.ID)},
 		UpdateExpression:                    aws.String(updateExpr(set, nil, nil)),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            e.nameMap(),

@@ -17,7 +17,7 @@ type Tables struct {
 	Deliveries    string // one item per delivery
 	Users         string // devices, token owners, sealed contacts, preferences
 	Suppressions  string // keyed by notify.AddressKey
-	Inbox         string // in-app inbox items
+	Inbox         string // in-app inbox items and broadcast markers
 }
 
 // TablesWithPrefix returns the standard table names behind prefix, e.g. "herald-prod-" gives
@@ -28,7 +28,7 @@ func TablesWithPrefix(prefix string) Tables {
 		Deliveries:    prefix + "deliveries",
 		Users:         prefix + "users",
 		Suppressions:  prefix + "suppressions",
-		Inbox:         prefix + "inbox",
+		Inbox:         prefix + "inbox-items",
 	}
 }
 
@@ -99,11 +99,8 @@ const (
 
 	attrInboxUser   = "user_id"
 	attrInboxID     = "id"
-	attrInboxOrder  = "ord"
-	attrInboxUnread = "unread"
+	attrInboxOrder  = "sk"
 	attrInboxExpiry = "expires_at"
-	indexNewest     = "newest"
-	indexUnread     = "unread"
 )
 
 // TableSpecs returns the design of every table, named by tables. The package documentation
@@ -141,22 +138,7 @@ func TableSpecs(tables Tables) []TableSpec {
 		{
 			Name:         tables.Inbox,
 			PartitionKey: s(attrInboxUser),
-			SortKey:      sp(attrInboxID),
-			LocalIndexes: []IndexSpec{
-				{
-					Name:         indexNewest,
-					PartitionKey: s(attrInboxUser),
-					SortKey:      sp(attrInboxOrder),
-					Projection:   ProjectAll,
-				},
-				{
-					Name:             indexUnread,
-					PartitionKey:     s(attrInboxUser),
-					SortKey:          sp(attrInboxUnread),
-					Projection:       ProjectInclude,
-					NonKeyAttributes: []string{attrInboxExpiry},
-				},
-			},
+			SortKey:      sp(attrInboxOrder),
 			TTLAttribute: attrTTL,
 		},
 	}

@@ -179,7 +179,10 @@ const MaxSuppressionPage = 1000
 // Reading it writes nothing; MarkRead, MarkAllRead and DeleteInboxItem write a per-user marker
 // (read at, deleted) and nothing else. Expired items are invisible to every read.
 type InboxStore interface {
-	// PutInboxItems stores items; an existing (UserID, ID) is left as it is (idempotent).
+	// PutInboxItems stores items; an existing (UserID, ID) is left as it is (idempotent). A
+	// repeated put of an item carries its first CreatedAt (the notification's): stores may key
+	// items by it, so the put of an id again under another time is not guaranteed to be seen
+	// as the same item.
 	PutInboxItems(ctx context.Context, items []InboxItem) error
 	// PutBroadcast stores b once for every user it targets, with a number of writes that does not
 	// depend on the audience. An existing b.ID is left as it is, with every user's marker

@@ -20,6 +20,7 @@ var inboxCases = []storeCase{
 	{"Inbox/MarkRead", testInboxMarkRead},
 	{"Inbox/MarkAllRead", testInboxMarkAllRead},
 	{"Inbox/Delete", testInboxDelete},
+	{"Inbox/OldItemsInALongInbox", testInboxOldItems},
 	{"Inbox/UsersIsolated", testInboxIsolated},
 	{"Inbox/Broadcast/Targeting", testBroadcastTargeting},
 	{"Inbox/Broadcast/TargetedAtReadTime", testBroadcastReadTime},
@@ -211,8 +212,9 @@ func testInboxPutIdempotent(t *testing.T, s notify.Store) {
 	readAt := t0.Add(time.Minute)
 	noErr(t, s.MarkRead(t.Context(), "u1", "n_1", readAt))
 
-	// A redelivered prepare step writes the item again, with other content and unread.
-	again := inboxItem("u1", "n_1", t0.Add(time.Hour))
+	// A redelivered prepare step writes the item again (its CreatedAt is the notification's),
+	// with other content and unread.
+	again := inboxItem("u1", "n_1", t0)
 	again.Title = "rewritten"
 	putInbox(t, s, again, inboxItem("u1", "n_2", t0))
 	putInbox(t, s, again)
@@ -290,6 +292,30 @@ func testInboxDelete(t *testing.T, s notify.Store) {
 	wantCode(t, s.DeleteInboxItem(t.Context(), "u1", "n_3"), notify.ENOTFOUND) // u2's item
 	if got := inboxIDs(listInbox(t, s, "u2", 10, t0)); !slices.Equal(got, []string{"n_3"}) {
 		t.Fatalf("u2's inbox = %v, want [n_3]", got)
+	}
+}
+
+func testInboxOldItems(t *testing.T, s notify.Store) {
+	// An item far down a long inbox is found by its id as readily as the newest one.
+	const n = 150
+	items := make([]notify.InboxItem, n)
+	for i := range n {
+		items[i] = inboxItem("u1", fmt.Sprintf("n_%03d", i), t0.Add(time.Duration(i)*time.Second))
+	}
+	putInbox(t, s, items...)
+	now := t0.Add(n * time.Second)
+	noErr(t, s.MarkRead(t.Context(), "u1", "n_000", now))   // the oldest
+	noErr(t, s.MarkRead(t.Context(), "u1", "n_149", now))   // the newest
+	noErr(t, s.DeleteInboxItem(t.Context(), "u1", "n_001")) // the second oldest
+	if got := unread(t, s, "u1", now); got != n-3 {
+		t.Fatalf("UnreadCount = %d, want %d", got, n-3)
+	}
+	sameTimePtr(t, "ReadAt of the oldest", findItem(t, s, "u1", "n_000", now).ReadAt, &now)
+	wantCode(t, s.DeleteInboxItem(t.Context(), "u1", "n_001"), notify.ENOTFOUND)
+	wantCode(t, s.MarkRead(t.Context(), "u1", "n_001", now), notify.ENOTFOUND)
+	all := listInbox(t, s, "u1", 1000, now)
+	if len(all) != n-1 || all[len(all)-1].ID != "n_000" {
+		t.Fatalf("inbox holds %d items ending with %s, want %d ending with n_000", len(all), all[len(all)-1].ID, n-1)
 	}
 }
 
