@@ -1,33 +1,14 @@
 package main
 
 import (
-	"encoding/json"
-
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/jsii-runtime-go"
 	cdknag "github.com/cdklabs/cdk-nag-go/cdknag/v2"
-)
 
-// accessLogFormat is one JSON line per request. It names the route template
-// ($context.routeKey), never the raw path: device tokens and user ids are in paths.
-func accessLogFormat() string {
-	b, _ := json.Marshal(map[string]string{
-		"requestId":          "$context.requestId",
-		"time":               "$context.requestTime",
-		"route":              "$context.routeKey",
-		"status":             "$context.status",
-		"protocol":           "$context.protocol",
-		"responseLength":     "$context.responseLength",
-		"latencyMs":          "$context.responseLatency",
-		"integrationLatency": "$context.integrationLatency",
-		"integrationError":   "$context.integrationErrorMessage",
-		"authorizerError":    "$context.authorizer.error",
-		"caller":             "$context.identity.userArn", // the IAM principal of service routes
-	})
-	return string(b)
-}
+	heraldapi "herald/internal/api"
+)
 
 // addAPI puts the api function behind an HTTP API: service routes need SigV4 (IAM), end users'
 // inbox routes need a JWT from the configured issuer, /healthz is open; the operator routes
@@ -58,7 +39,7 @@ func (h *herald) addAPI() {
 	logs := h.newLogGroup("ApiAccessLogs", "/aws/apigateway/"+h.name("api"))
 	stage.Node().DefaultChild().(awsapigatewayv2.CfnStage).SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
 		DestinationArn: logs.LogGroupArn(),
-		Format:         jsii.String(accessLogFormat()),
+		Format:         jsii.String(heraldapi.GatewayAccessLogFormat()),
 	})
 	h.apiURL = stage.Url()
 

@@ -32,6 +32,10 @@ type Options struct {
 	MaxBodyBytes int64
 	// Logger receives the access log and internal errors; default discards.
 	Logger *slog.Logger
+	// LogFailuresOnly leaves requests answered below 400 out of the access log: behind API
+	// Gateway, whose own access log (GatewayAccessLogFormat) has every request, a second line
+	// per request would only add to the CloudWatch Logs bill.
+	LogFailuresOnly bool
 	// Authenticate, when set, replaces bearer-key authentication: behind API Gateway the
 	// gateway has already verified a SigV4 signature (a service) or a JWT (an end user) and the
 	// handler only maps that identity. Errors it returns are rendered as they are (use
@@ -202,6 +206,7 @@ type server struct {
 	keys    []apiKey
 	maxBody int64
 	log     *slog.Logger
+	logAll  bool
 	mux     *http.ServeMux
 
 	authenticateFunc func(r *http.Request) (Principal, error)
@@ -243,6 +248,7 @@ func New(o Options) http.Handler {
 		clock:   o.Clock,
 		maxBody: o.MaxBodyBytes,
 		log:     o.Logger,
+		logAll:  !o.LogFailuresOnly,
 		mux:     http.NewServeMux(),
 
 		authenticateFunc: o.Authenticate,
@@ -355,6 +361,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		level := slog.LevelInfo
 		if sw.status >= 500 {
 			level = slog.LevelError
+		}
+		if !s.logAll && sw.code() < 400 {
+			return
 		}
 		s.log.LogAttrs(r.Context(), level, "http request",
 			slog.String("method", r.Method),

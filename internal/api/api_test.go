@@ -864,6 +864,21 @@ func TestInternalErrorsAndPanics(t *testing.T) {
 	wantStatus(t, e.do(t, "GET", "/healthz", "", nil), 200)
 }
 
+// TestLogFailuresOnly: behind API Gateway (whose access log has every request) the handler logs
+// only what failed.
+func TestLogFailuresOnly(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(o *Options) { o.LogFailuresOnly = true })
+	wantStatus(t, e.do(t, "GET", "/healthz", "", nil), 200)
+	wantStatus(t, e.do(t, "PUT", "/v1/users/u1/devices/tok-1", ordersKey, map[string]any{"platform": "fcm"}), 200)
+	wantStatus(t, e.do(t, "PUT", "/v1/users/u1/devices/tok-1", ordersKey, map[string]any{"platform": "nokia"}), 400)
+	wantStatus(t, e.do(t, "GET", "/v1/users/u1/inbox", "wrong-"+ordersKey, nil), 401)
+	logs := e.logs.String()
+	if n := strings.Count(logs, `"msg":"http request"`); n != 2 || strings.Contains(logs, `"status":200`) {
+		t.Fatalf("%d access log lines, want the 400 and the 401 only:\n%s", n, logs)
+	}
+}
+
 func TestLogsCarryNoSecretsOrAddresses(t *testing.T) {
 	t.Parallel()
 	e := setup(t)

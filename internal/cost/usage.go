@@ -36,6 +36,7 @@ type Usage struct {
 	StateTransitions     int64 // Step Functions Standard
 	Events               int64 // EventBridge PutEvents events (64 KB chunks)
 	LogBytes             int64 // what the functions wrote to their logs
+	AccessLogBytes       int64 // what API Gateway wrote to the stage's access log
 }
 
 // LambdaUsage is one function's invocations.
@@ -116,7 +117,8 @@ func Bill(u Usage, t Table) ([]Line, float64) {
 	add("EventBridge Scheduler", float64(u.SchedulerInvocations), "invocations", t.Scheduler, "")
 	add("Step Functions", float64(u.StateTransitions), "transitions", t.StepFunctions, "Standard")
 	add("EventBridge", float64(u.Events), "events", t.EventBridge, "PutEvents")
-	add("CloudWatch Logs", float64(u.LogBytes)/(1<<30), "GB", t.LogsIngested, fmt.Sprintf("%d bytes", u.LogBytes))
+	logs := u.LogBytes + u.AccessLogBytes
+	add("CloudWatch Logs", float64(logs)/(1<<30), "GB", t.LogsIngested, fmt.Sprintf("%d bytes: functions %d, API Gateway access log %d", logs, u.LogBytes, u.AccessLogBytes))
 	total := 0.0
 	for _, l := range lines {
 		total += l.PerMillion

@@ -270,8 +270,8 @@ func (w *world) call(ctx context.Context, api lambda.Handler, method, path strin
 	if err != nil {
 		return nil, err
 	}
-	w.meter.HTTPAPIRequest(len(b))
 	var out []byte
+	start := time.Now()
 	w.meter.Invoke("api", func() { out, err = api.Invoke(ctx, raw) })
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
@@ -280,6 +280,8 @@ func (w *world) call(ctx context.Context, api lambda.Handler, method, path strin
 	if err := json.Unmarshal(out, &resp); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
+	w.meter.HTTPAPIRequest(len(b), AccessLogLine(req.RequestContext.RequestID, "ANY /v1/{proxy+}", principal,
+		resp.StatusCode, len(resp.Body), time.Since(start)))
 	if resp.StatusCode != want {
 		return nil, fmt.Errorf("%s %s: %d %s, want %d", method, path, resp.StatusCode, resp.Body, want)
 	}

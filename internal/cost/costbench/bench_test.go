@@ -90,6 +90,9 @@ func TestRunSmall(t *testing.T) {
 	if api.HTTPAPIRequests != sends || api.Lambda["api"].Invocations != sends {
 		t.Errorf("api: %d API Gateway requests, %d api invocations, want %d", api.HTTPAPIRequests, api.Lambda["api"].Invocations, sends)
 	}
+	if api.AccessLogBytes < int64(sends)*200 || producer.AccessLogBytes != 0 {
+		t.Errorf("API Gateway access log: %d bytes for %d requests through the API, %d through the producer", api.AccessLogBytes, sends, producer.AccessLogBytes)
+	}
 	if campaign.StateTransitions < 5 || campaign.Lambda["campaign"].Invocations < 3 || campaign.HTTPAPIRequests != 1 {
 		t.Errorf("campaign: %d transitions, %+v, %d API requests", campaign.StateTransitions, campaign.Lambda["campaign"], campaign.HTTPAPIRequests)
 	}

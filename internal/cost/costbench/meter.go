@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"herald/internal/api"
 	"herald/internal/cost"
 )
 
@@ -80,9 +83,33 @@ func (m *Meter) Invoke(function string, handler func()) {
 	})
 }
 
-// HTTPAPIRequest bills one API Gateway HTTP API request carrying size bytes.
-func (m *Meter) HTTPAPIRequest(size int) {
-	m.count(func(u *cost.Usage) { u.HTTPAPIRequests += chunks(size, cost.HTTPAPIChunk) })
+// HTTPAPIRequest bills one API Gateway HTTP API request carrying size bytes, and the line it
+// writes to the stage's access log.
+func (m *Meter) HTTPAPIRequest(size int, accessLog []byte) {
+	m.count(func(u *cost.Usage) {
+		u.HTTPAPIRequests += chunks(size, cost.HTTPAPIChunk)
+		u.AccessLogBytes += int64(len(accessLog))
+	})
+}
+
+// AccessLogLine is the line API Gateway writes for one request to the access log of the stage
+// infra deploys (api.GatewayAccessLogFormat), with the request's values.
+func AccessLogLine(requestID, route, caller string, status, responseBytes int, latency time.Duration) []byte {
+	ms := strconv.FormatInt(max(latency.Milliseconds(), 1), 10)
+	line := strings.NewReplacer(
+		"$context.requestId", requestID,
+		"$context.requestTime", time.Now().UTC().Format("02/Jan/2006:15:04:05 -0700"),
+		"$context.routeKey", route,
+		"$context.status", strconv.Itoa(status),
+		"$context.protocol", "HTTP/1.1",
+		"$context.responseLength", strconv.Itoa(responseBytes),
+		"$context.responseLatency", ms,
+		"$context.integrationLatency", ms,
+		"$context.integrationErrorMessage", "-",
+		"$context.authorizer.error", "-",
+		"$context.identity.userArn", caller,
+	).Replace(api.GatewayAccessLogFormat())
+	return append([]byte(line), '\n')
 }
 
 // StateTransitions bills n Step Functions Standard state transitions.

@@ -2,6 +2,7 @@ package costbench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -100,16 +101,25 @@ func TestMeterBillsAsAWSDoes(t *testing.T) {
 	m.bill(&eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{Detail: body(100)}, {Detail: body(65 * 1024)}}}, &eventbridge.PutEventsOutput{}, nil) // 1 + 2
 	m.bill(&scheduler.CreateScheduleInput{}, &scheduler.CreateScheduleOutput{}, nil)
 	m.bill(&scheduler.CreateScheduleInput{}, nil, errors.New("ConflictException")) // not created: never fires
-	m.HTTPAPIRequest(600 * 1024)                                                   // 2 chunks of 512 KB
+	m.HTTPAPIRequest(600*1024, nil)                                                // 2 chunks of 512 KB
+	line := AccessLogLine("req-1", "ANY /v1/{proxy+}", "arn:aws:iam::123456789012:role/orders", 202, 58, 7*time.Millisecond)
+	var fields map[string]string
+	if err := json.Unmarshal(line, &fields); err != nil || fields["status"] != "202" || fields["caller"] != "arn:aws:iam::123456789012:role/orders" || fields["latencyMs"] != "7" {
+		t.Errorf("access log line %s: %v", line, err)
+	}
+	m.HTTPAPIRequest(100, line)
 	u := m.Usage(1)
+	if u.AccessLogBytes != int64(len(line)) {
+		t.Errorf("access log bytes %d, want %d", u.AccessLogBytes, len(line))
+	}
 	want := map[string]int64{"SendMessage": 4, "SendMessageBatch": 2, "ReceiveMessage": 2, "DeleteMessageBatch": 1}
 	for op, n := range want {
 		if u.SQSRequests[op] != n {
 			t.Errorf("%s: %d requests billed, want %d (all: %v)", op, u.SQSRequests[op], n, u.SQSRequests)
 		}
 	}
-	if u.EmptyReceives != 1 || u.Events != 3 || u.SchedulerInvocations != 1 || u.HTTPAPIRequests != 2 {
-		t.Errorf("empty receives %d, events %d, schedules %d, API requests %d; want 1, 3, 1, 2", u.EmptyReceives, u.Events, u.SchedulerInvocations, u.HTTPAPIRequests)
+	if u.EmptyReceives != 1 || u.Events != 3 || u.SchedulerInvocations != 1 || u.HTTPAPIRequests != 3 {
+		t.Errorf("empty receives %d, events %d, schedules %d, API requests %d; want 1, 3, 1, 3", u.EmptyReceives, u.Events, u.SchedulerInvocations, u.HTTPAPIRequests)
 	}
 	m.Invoke("send", func() { time.Sleep(3 * time.Millisecond) })
 	m.Invoke("send", func() {})

@@ -25,6 +25,6 @@ func (r *Result) Print(w io.Writer, t cost.Table) {
 	fmt.Fprintln(w, "Lambda duration is each handler invocation's wall time on this machine (JSON in and out, DynamoDB Local, the fakes and the sandbox on the same cores), rounded up to 1 ms, at the deployed memory sizes.")
 	fmt.Fprintln(w, "DynamoDB units are the consumed capacity DynamoDB Local returned (ReturnConsumedCapacity TOTAL on every request); transactions at least 2 units per item, failed conditional writes from item sizes.")
 	fmt.Fprintln(w, "Step Functions transitions are the states the campaign state machine's definition entered (Map iterations and retries included), run by internal/stackbox/asl.")
-	fmt.Fprintln(w, "CloudWatch Logs counts what the handlers log (slog JSON, embedded-format metrics); Lambda's own START/END/REPORT lines are not counted.")
+	fmt.Fprintln(w, "CloudWatch Logs counts what the handlers log (slog JSON, embedded-format metrics) and API Gateway's access log line per request; Lambda's own START/END/REPORT lines are not counted.")
 	fmt.Fprintln(w, "Sends are produced as fast as they go, so receive batches are as full as a burst fills them; a trickle fills them less (more receives, deletes and invocations per recipient).")
 }

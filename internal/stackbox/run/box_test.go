@@ -248,6 +248,31 @@ func (s *scenarios) transactionalSend(t *testing.T) {
 	if code, _ := s.call(t, "", s.box.API.Token("bob", time.Hour), "GET", "/v1/users/alice/inbox", nil); code != http.StatusForbidden {
 		t.Fatalf("bob's JWT on alice's inbox: %d, want 403", code)
 	}
+	// The bell icon: the unread count, marking the item read, deleting it (the api function's
+	// reads and writes of the inbox-items table).
+	alice := s.box.API.Token("alice", time.Hour)
+	unread := func() string {
+		code, v := s.call(t, "", alice, "GET", "/v1/users/alice/inbox/unread-count", nil)
+		if code != 200 {
+			t.Fatalf("alice's unread count: %d %v", code, v)
+		}
+		return fmt.Sprint(v["unread"])
+	}
+	if got := unread(); got != "1" {
+		t.Fatalf("alice's unread count = %s, want 1", got)
+	}
+	if code, v := s.call(t, "", alice, "POST", "/v1/users/alice/inbox/"+id+"/read", nil); code/100 != 2 {
+		t.Fatalf("alice marks %s read: %d %v", id, code, v)
+	}
+	if got := unread(); got != "0" {
+		t.Fatalf("alice's unread count after marking read = %s, want 0", got)
+	}
+	if code, v := s.call(t, "", alice, "DELETE", "/v1/users/alice/inbox/"+id, nil); code/100 != 2 {
+		t.Fatalf("alice deletes %s: %d %v", id, code, v)
+	}
+	if code, inbox := s.call(t, "", alice, "GET", "/v1/users/alice/inbox", nil); code != 200 || strings.Contains(fmt.Sprint(inbox), "Your order shipped") {
+		t.Fatalf("alice's inbox after the delete: %d %v", code, inbox)
+	}
 
 	// A push the provider throttles once leaves the express path: ingest hands its delivery to
 	// the deliveries table and the send queue, and send and record finish it — the grants of
