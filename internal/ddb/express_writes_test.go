@@ -5,8 +5,16 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
+	"github.com/guregu/dynamo/v2"
 
 	"herald/internal/notify"
 	"herald/internal/pipeline"
@@ -25,6 +33,21 @@ func (a *acceptFCM) Send(_ context.Context, msgs []notify.OutboundMessage) ([]no
 	return out, nil
 }
 
+// getCounter counts GetItem requests.
+type getCounter struct{ n atomic.Int64 }
+
+func (g *getCounter) option(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("HeraldGetCounter",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				if _, ok := in.Parameters.(*dynamodb.GetItemInput); ok {
+					g.n.Add(1)
+				}
+				return next.HandleInitialize(ctx, in)
+			}), middleware.After)
+	})
+}
+
 // countingQueue takes what the stages enqueue and counts it.
 type countingQueue struct{ n int }
 
@@ -39,6 +62,13 @@ func (q *countingQueue) Send(_ context.Context, _ string, msgs ...notify.OutMess
 func TestExpressSingleSendItemWrites(t *testing.T) {
 	t.Parallel()
 	s, wc := countingStore(t)
+	gets := &getCounter{}
+	s.db = dynamo.New(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("heraldtest", "heraldtest", "")},
+		func(o *dynamodb.Options) {
+			o.BaseEndpoint = aws.String(os.Getenv(endpointEnv))
+			o.DisableValidateResponseChecksum = true
+		}, wc.Option, gets.option)
+	s.client = s.db.Client()
 	ctx := context.Background()
 	if err := s.PutDevice(ctx, notify.Device{UserID: "u1", Token: "tok-u1-0001", App: "default", Platform: notify.PlatformFCM,
 		Environment: "production", UpdatedAt: time.Now()}); err != nil {
@@ -53,12 +83,16 @@ func TestExpressSingleSendItemWrites(t *testing.T) {
 	}{{[]notify.Channel{notify.ChannelPush}, 2}, {[]notify.Channel{notify.ChannelPush, notify.ChannelInbox}, 3}} {
 		body, _ := json.Marshal(notify.SendRequest{IdempotencyKey: "login-" + string(rune('a'+i)), Category: notify.CategoryTransactional,
 			Channels: c.channels, Recipients: []notify.Recipient{{UserID: "u1"}}, Content: notify.Content{Title: "Your code", Body: "123456"}})
-		before, sent := wc.Writes(), fcm.sent
+		before, sent, getsBefore := wc.Writes(), fcm.sent, gets.n.Load()
 		if fails := p.Ingest("shop", nil)(ctx, []notify.Message{{ID: "m", Body: body}}); len(fails) != 0 {
 			t.Fatal(fails[0].Err)
 		}
 		if w := wc.Writes() - before; w != c.writes || fcm.sent != sent+1 || q.n != 0 {
 			t.Fatalf("%v: %d items written (want %d), %d sent, %d enqueued", c.channels, w, c.writes, fcm.sent-sent, q.n)
+		}
+		// The verdicts' write is conditioned on what the create wrote, without reading it back.
+		if g := gets.n.Load() - getsBefore; g != 0 {
+			t.Fatalf("%v: %d GetItem requests, want none", c.channels, g)
 		}
 		t.Logf("%v: %d DynamoDB items written", c.channels, c.writes)
 	}
