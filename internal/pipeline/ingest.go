@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"herald/internal/notify"
 )
@@ -43,11 +44,81 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 			return p.fire(ctx, service, scheduler, f)
 		}
 	}
+	if bytes.Contains(m.Body, []byte(`"notifications"`)) {
+		var top map[string]json.RawMessage
+		if json.Unmarshal(m.Body, &top) == nil && top["notifications"] != nil {
+			var b notify.SendBatch
+			dec := json.NewDecoder(bytes.NewReader(m.Body))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&b); err != nil {
+				return notify.Wrap(notify.EINVALID, err, "ingest: body is not a SendBatch")
+			}
+			return p.ingestBatch(ctx, service, scheduler, m, &b)
+		}
+	}
+	n, err := p.parseSend(ctx, service, m)
+	if err != nil {
+		return err
+	}
+	return p.accept(ctx, service, scheduler, n)
+}
+
+// ingestBatch ingests a SendBatch: every request is checked first, so a batch with a bad one
+// creates nothing and is dead-lettered naming it (notifications[i].…); then each is accepted as
+// its own notification, side by side. When some fail, the message comes back (a retryable
+// failure first) and the ones accepted before are deduped then, each on its own key.
+func (p *Pipeline) ingestBatch(ctx context.Context, service string, scheduler notify.Scheduler, m notify.Message, b *notify.SendBatch) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	ns := make([]*notify.Notification, len(b.Notifications))
+	for i, raw := range b.Notifications {
+		sub := notify.Message{ID: m.ID + "#" + strconv.Itoa(i), Body: raw, ReceiveCount: m.ReceiveCount}
+		if b.Attributes != nil {
+			sub.Attributes = b.Attributes[i]
+		}
+		n, err := p.parseSend(ctx, service, sub)
+		if err != nil {
+			return notify.InBatch(i, err)
+		}
+		ns[i] = n
+	}
+	errs := make([]error, len(ns))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, batchParallelism)
+	for i, n := range ns {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = notify.InBatch(i, p.accept(ctx, service, scheduler, n))
+		}()
+	}
+	wg.Wait()
+	var first error
+	for _, err := range errs {
+		if notify.IsRetryable(err) {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// batchParallelism is how many requests of one SendBatch are accepted at once: on the express
+// path each waits on a provider.
+const batchParallelism = 10
+
+// parseSend decodes, renders and validates the send request in m and makes its notification,
+// with the id the API chose (AttrNotificationID) or the one its key derives.
+func (p *Pipeline) parseSend(ctx context.Context, service string, m notify.Message) (*notify.Notification, error) {
 	var req notify.SendRequest
 	dec := json.NewDecoder(bytes.NewReader(m.Body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return notify.Wrap(notify.EINVALID, err, "ingest: body is not a SendRequest")
+		return nil, notify.Wrap(notify.EINVALID, err, "ingest: body is not a SendRequest")
 	}
 	now := p.clock.Now()
 	// A producer writing straight to the queue may name a template: it is rendered here, and a
@@ -65,12 +136,12 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 		}
 		name, version, err := req.ApplyTemplate(ctx, p.store, service)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		tmplName, tmplVersion = name, version
 	}
 	if err := req.Validate(now); err != nil {
-		return err
+		return nil, err
 	}
 	id := m.Attributes[notify.AttrNotificationID]
 	if id == "" {
@@ -87,6 +158,14 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 		n.Fingerprint = notify.RequestFingerprint(&req)
 	}
 	n.Stats.ChunksTotal = (len(n.Recipients) + p.cfg.ChunkSize - 1) / p.cfg.ChunkSize
+	return n, nil
+}
+
+// accept stores n — taking the express path when it fits — and then schedules it or fans it
+// out; a notification stored before (a redelivered message, a producer's retry) is checked to
+// be the same request and taken up where it is.
+func (p *Pipeline) accept(ctx context.Context, service string, scheduler notify.Scheduler, n *notify.Notification) error {
+	id := n.ID
 	plan, err := p.planExpress(ctx, n)
 	if err != nil {
 		return err
