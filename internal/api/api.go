@@ -132,6 +132,7 @@ var routes = []route{
 	{Method: "GET", Path: "/openapi.json", Public: true, handle: (*server).openAPI},
 
 	{Method: "POST", Path: "/v1/notifications", handle: (*server).createNotification},
+	{Method: "POST", Path: "/v1/notifications/batch", handle: (*server).createNotificationBatch},
 	{Method: "GET", Path: "/v1/notifications/{id}", handle: (*server).getNotification},
 	{Method: "PATCH", Path: "/v1/notifications/{id}", handle: (*server).rescheduleNotification},
 	{Method: "DELETE", Path: "/v1/notifications/{id}", handle: (*server).cancelNotification},

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -27,11 +28,44 @@ type acceptedResponse struct {
 // stores it. The id is returned before it is stored, so a status lookup right after may 404.
 func (s *server) createNotification(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	service := serviceOf(r)
 	var req notify.SendRequest
 	if err := s.decodeSendAt(w, r, &req); err != nil {
 		return err
 	}
+	p, err := s.prepareSend(r, &req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/notifications/"+url.PathEscape(p.accepted.ID))
+	if p.stored {
+		writeJSON(w, http.StatusOK, p.accepted)
+		return nil
+	}
+	msg := notify.OutMessage{Body: p.body, GroupID: p.service, Attributes: p.attrs}
+	if err := s.enqueue(ctx, p.service, msg, fmt.Sprintf("the notification is %d bytes as JSON, over the queue's message size limit; send fewer recipients per request or smaller content", len(p.body))); err != nil {
+		return fmt.Errorf("enqueue notification %s: %w", p.accepted.ID, err)
+	}
+	writeJSON(w, http.StatusAccepted, p.accepted)
+	return nil
+}
+
+// preparedSend is a checked send request, ready for the ingest queue unless stored is set (a
+// retry of a request ingest already stored: accepted then has its current status).
+type preparedSend struct {
+	service     string
+	accepted    acceptedResponse
+	stored      bool
+	body        []byte
+	attrs       map[string]string
+	fingerprint string
+}
+
+// prepareSend renders req's template, validates it, picks its id and, for a request with an
+// idempotency key, looks the notification up: a retry of a stored request is answered with its
+// status, another request under the same key is refused.
+func (s *server) prepareSend(r *http.Request, req *notify.SendRequest) (*preparedSend, error) {
+	ctx := r.Context()
+	service := serviceOf(r)
 	now := s.clock.Now()
 	// A request naming a template is rendered here, before anything is queued, so a missing
 	// variable is this request's 400. Its fingerprint is of the request as sent (template and
@@ -39,22 +73,26 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 	var fingerprint string
 	attrs := map[string]string{}
 	if req.Template != nil {
-		fingerprint = notify.RequestFingerprint(&req)
+		fingerprint = notify.RequestFingerprint(req)
 		name, version, err := req.ApplyTemplate(ctx, s.store, service)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		attrs[notify.AttrTemplateName], attrs[notify.AttrTemplateVersion] = name, strconv.Itoa(version)
 	}
 	if err := req.Validate(now); err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.checkRecipientApps(req.Recipients); err != nil {
-		return err
+		return nil, err
 	}
 	id := notify.NotificationIDFor(service, req.IdempotencyKey, now)
 	if fingerprint == "" {
-		fingerprint = notify.RequestFingerprint(&req)
+		fingerprint = notify.RequestFingerprint(req)
+	}
+	p := &preparedSend{service: service, fingerprint: fingerprint, accepted: acceptedResponse{ID: id, Status: notify.StatusAccepted}}
+	if req.SendAt != nil && req.SendAt.After(now) {
+		p.accepted.Status = notify.StatusScheduled
 	}
 
 	// A retry of a request ingest already stored gets its current status and is not queued
@@ -64,14 +102,12 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 		n, err := s.store.GetNotification(ctx, id)
 		switch {
 		case err == nil && n.Service == service && n.Fingerprint != "" && n.Fingerprint != fingerprint:
-			return &notify.Error{Code: notify.EKEYREUSED, Field: "idempotency_key", Message: fmt.Sprintf(
-				"idempotency_key already names notification %s, sent with a different request; use a new key for a new notification", id)}
+			return nil, keyReused(id)
 		case err == nil && n.Service == service:
-			w.Header().Set("Location", "/v1/notifications/"+url.PathEscape(id))
-			writeJSON(w, http.StatusOK, acceptedResponse{ID: id, Status: n.Status})
-			return nil
+			p.stored, p.accepted.Status = true, n.Status
+			return p, nil
 		case err != nil && !notify.IsCode(err, notify.ENOTFOUND):
-			return fmt.Errorf("look up notification %s: %w", id, err)
+			return nil, fmt.Errorf("look up notification %s: %w", id, err)
 		}
 	}
 
@@ -80,34 +116,99 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&req); err != nil {
-		return fmt.Errorf("marshal send request %s: %w", id, err)
+	if err := enc.Encode(req); err != nil {
+		return nil, fmt.Errorf("marshal send request %s: %w", id, err)
 	}
-	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	p.body = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	attrs[notify.AttrNotificationID], attrs[notify.AttrFingerprint] = id, fingerprint
-	msg := notify.OutMessage{
-		Body:       body,
-		GroupID:    service,
-		Attributes: attrs,
+	p.attrs = attrs
+	return p, nil
+}
+
+func keyReused(id string) error {
+	return &notify.Error{Code: notify.EKEYREUSED, Field: "idempotency_key", Message: fmt.Sprintf(
+		"idempotency_key already names notification %s, sent with a different request; use a new key for a new notification", id)}
+}
+
+// enqueue sends msg to service's ingest queue; tooLarge is the 413's message when it is over
+// the queue's size limit.
+func (s *server) enqueue(ctx context.Context, service string, msg notify.OutMessage, tooLarge string) error {
+	err := s.queue.Send(ctx, notify.IngestQueue(service), msg)
+	switch {
+	case notify.IsCode(err, notify.ETOOLARGE):
+		return &notify.Error{Code: notify.ETOOLARGE, Err: err, Message: tooLarge}
+	case notify.IsCode(err, notify.ENOTFOUND):
+		// The key is configured but the service's queue is not: an operator's problem, not
+		// the caller's, so it must not read as "notification not found".
+		return notify.Wrap(notify.EINTERNAL, err, "no ingest queue for service %s", service)
 	}
-	if err := s.queue.Send(ctx, notify.IngestQueue(service), msg); err != nil {
-		if notify.IsCode(err, notify.ETOOLARGE) {
-			return &notify.Error{Code: notify.ETOOLARGE, Err: err, Message: fmt.Sprintf(
-				"the notification is %d bytes as JSON, over the queue's message size limit; send fewer recipients per request or smaller content", len(body))}
+	return err
+}
+
+// batchRequest is POST /v1/notifications/batch, batchResponse its answer: one entry per
+// request, in order.
+type batchRequest struct {
+	Notifications []json.RawMessage `json:"notifications"`
+}
+
+type batchResponse struct {
+	Notifications []acceptedResponse `json:"notifications"`
+}
+
+// createNotificationBatch checks up to notify.MaxSendBatch send requests as POST
+// /v1/notifications would, each on its own, and hands the ones to send to the ingest queue as one
+// message (notify.SendBatch): one request for API Gateway, the api function and SQS instead of
+// one each per notification. A bad request fails the whole batch — a 4xx naming
+// notifications[i] — and nothing is queued; a retry of a stored request is answered with its
+// status and not queued again.
+func (s *server) createNotificationBatch(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	var in batchRequest
+	if err := s.decode(w, r, &in); err != nil {
+		return err
+	}
+	if len(in.Notifications) == 0 || len(in.Notifications) > notify.MaxSendBatch {
+		return notify.FieldError("notifications", "want 1 to %d send requests, got %d", notify.MaxSendBatch, len(in.Notifications))
+	}
+	out := batchResponse{Notifications: make([]acceptedResponse, len(in.Notifications))}
+	var batch notify.SendBatch
+	queued := map[string]int{} // id → index of the request queued under it
+	ps := make([]*preparedSend, len(in.Notifications))
+	for i, raw := range in.Notifications {
+		var req notify.SendRequest
+		if err := decodeJSON(raw, &req); err != nil {
+			return notify.InBatch(i, err)
 		}
-		if notify.IsCode(err, notify.ENOTFOUND) {
-			// The key is configured but the service's queue is not: an operator's problem, not
-			// the caller's, so it must not read as "notification not found".
-			return notify.Wrap(notify.EINTERNAL, err, "no ingest queue for service %s", service)
+		p, err := s.prepareSend(r, &req)
+		if err != nil {
+			return notify.InBatch(i, err)
 		}
-		return fmt.Errorf("enqueue notification %s: %w", id, err)
+		ps[i], out.Notifications[i] = p, p.accepted
+		if p.stored {
+			continue
+		}
+		// One key twice in a batch: the same request is one notification, another is refused.
+		if j, ok := queued[p.accepted.ID]; ok {
+			if ps[j].fingerprint != p.fingerprint {
+				return notify.InBatch(i, keyReused(p.accepted.ID))
+			}
+			continue
+		}
+		queued[p.accepted.ID] = i
+		batch.Notifications = append(batch.Notifications, p.body)
+		batch.Attributes = append(batch.Attributes, p.attrs)
 	}
-	w.Header().Set("Location", "/v1/notifications/"+url.PathEscape(id))
-	status := notify.StatusAccepted
-	if req.SendAt != nil && req.SendAt.After(now) {
-		status = notify.StatusScheduled
+	if len(batch.Notifications) > 0 {
+		body, err := json.Marshal(&batch)
+		if err != nil {
+			return fmt.Errorf("marshal send batch: %w", err)
+		}
+		msg := notify.OutMessage{Body: body, GroupID: serviceOf(r)}
+		if err := s.enqueue(ctx, serviceOf(r), msg, fmt.Sprintf("the batch is %d bytes as JSON, over the queue's message size limit; send fewer notifications per batch", len(body))); err != nil {
+			return fmt.Errorf("enqueue a batch of %d notifications: %w", len(batch.Notifications), err)
+		}
 	}
-	writeJSON(w, http.StatusAccepted, acceptedResponse{ID: id, Status: status})
+	writeJSON(w, http.StatusAccepted, out)
 	return nil
 }
 
