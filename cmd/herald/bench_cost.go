@@ -17,7 +17,8 @@ import (
 func runBenchCost(args []string, out io.Writer) error {
 	fs := newFlagSet("bench cost", "[flags]", `
 Runs single transactional sends (push + inbox, and push alone) produced to the ingest queue and
-(push + inbox) through the HTTP API, and a marketing campaign to --devices devices, through the
+(push + inbox) through the HTTP API, the same with 10 requests a message and 10 a
+POST /v1/notifications/batch, and a marketing campaign to --devices devices, through the
 AWS runtime's handlers — on
 DynamoDB Local, the SQS, EventBridge and Scheduler fakes and the sandbox's FCM — with the queues
 polled as Lambda's event source mappings do and the campaign state machine's own definition run

@@ -59,12 +59,19 @@ const (
 	TitleProducer     = "transactional (SQS producer, push+inbox)"
 	TitleProducerPush = "transactional (SQS producer, push)"
 	TitleAPI          = "transactional (HTTP API, push+inbox)"
+	TitleProducerBulk = "transactional (SQS producer, push+inbox, 10 a message)"
+	TitleAPIBatch     = "transactional (HTTP API batch of 10, push+inbox)"
 	TitleCampaign     = "marketing campaign (app_devices, bulk lane, push)"
 )
 
-// Run measures the four scenarios: Sends single-recipient transactional pushes with the inbox
+// perBatch is how many send requests the batch scenarios put in one message or API request.
+const perBatch = 10
+
+// Run measures the six scenarios: Sends single-recipient transactional pushes with the inbox
 // channel produced to the ingest queue in SendMessageBatch calls of 10, and as many without the
-// inbox; as many with the inbox through the HTTP API; a campaign to Devices devices.
+// inbox; as many with the inbox through the HTTP API; the same two again with 10 requests in a
+// message (notify.SendBatch) and in an API request (POST /v1/notifications/batch); a campaign
+// to Devices devices.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Sends < 1 || o.Devices < 1 {
 		return nil, errors.New("need at least one send and one device")
@@ -188,6 +195,54 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		wg.Wait()
 		close(errs)
 		return <-errs
+	}); err != nil {
+		return nil, err
+	}
+
+	// (a) the same with 10 send requests a message (notify.SendBatch), 10 messages a
+	// SendMessageBatch call, and 10 a POST /v1/notifications/batch.
+	if err := measure(TitleProducerBulk, o.Sends, func(ctx context.Context) error {
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		flush := func() error {
+			if len(entries) == 0 {
+				return nil
+			}
+			out, err := w.sqs.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(w.queueURL(notify.IngestQueue(service))), Entries: entries})
+			entries = entries[:0]
+			if err == nil && len(out.Failed) > 0 {
+				err = fmt.Errorf("SendMessageBatch: %d entries failed (%s)", len(out.Failed), aws.ToString(out.Failed[0].Message))
+			}
+			return err
+		}
+		for i := 0; i < o.Sends; i += perBatch {
+			var b notify.SendBatch
+			for j := i; j < min(i+perBatch, o.Sends); j++ {
+				raw, _ := json.Marshal(sendRequest(fmt.Sprintf("cost-%d-qb-%d", run, j), j, "push", "inbox"))
+				b.Notifications = append(b.Notifications, raw)
+			}
+			body, _ := json.Marshal(&b)
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(string(body))})
+			if len(entries) == 10 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		return flush()
+	}); err != nil {
+		return nil, err
+	}
+	if err := measure(TitleAPIBatch, o.Sends, func(ctx context.Context) error {
+		for i := 0; i < o.Sends; i += perBatch {
+			var reqs []map[string]any
+			for j := i; j < min(i+perBatch, o.Sends); j++ {
+				reqs = append(reqs, sendRequest(fmt.Sprintf("cost-%d-ab-%d", run, j), j, "push", "inbox"))
+			}
+			if _, err := w.call(ctx, api, "POST", "/v1/notifications/batch", map[string]any{"notifications": reqs}, 202); err != nil {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		return nil, err
 	}

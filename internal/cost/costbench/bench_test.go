@@ -27,7 +27,7 @@ func TestRunSmall(t *testing.T) {
 	var out bytes.Buffer
 	res.Print(&out, cost.USEast1)
 	t.Logf("\n%s", out.String())
-	if len(res.Scenarios) != 4 {
+	if len(res.Scenarios) != 6 {
 		t.Fatalf("%d scenarios", len(res.Scenarios))
 	}
 	for _, s := range res.Scenarios {
@@ -45,7 +45,11 @@ func TestRunSmall(t *testing.T) {
 		for _, v := range u.SQSRequests {
 			sqs += v
 		}
-		if sqs < int64(u.Recipients/10) || u.SQSRequests["ReceiveMessage"] == 0 || u.SQSRequests["DeleteMessageBatch"] == 0 {
+		per := int64(10) // sends a billed SQS request carries at most
+		if s.Title == TitleProducerBulk || s.Title == TitleAPIBatch {
+			per = 10 * perBatch
+		}
+		if sqs < int64(u.Recipients)/per || u.SQSRequests["ReceiveMessage"] == 0 || u.SQSRequests["DeleteMessageBatch"] == 0 {
 			t.Errorf("%s: SQS %v", s.Title, u.SQSRequests)
 		}
 		// A single send takes the express path: ingest prepares, sends and records it, and
@@ -71,7 +75,22 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("%s: nothing logged", s.Title)
 		}
 	}
-	producer, push, api, campaign := res.Scenarios[0].Usage, res.Scenarios[1].Usage, res.Scenarios[2].Usage, res.Scenarios[3].Usage
+	byTitle := map[string]cost.Usage{}
+	for _, s := range res.Scenarios {
+		byTitle[s.Title] = s.Usage
+	}
+	producer, push, api, campaign := byTitle[TitleProducer], byTitle[TitleProducerPush], byTitle[TitleAPI], byTitle[TitleCampaign]
+	bulk, apiBatch := byTitle[TitleProducerBulk], byTitle[TitleAPIBatch]
+	// Ten requests a message: a tenth of the SQS requests and ingest invocations, the same
+	// writes; ten an API request: a tenth of the API Gateway requests and api invocations.
+	if bulk.SQSRequests["SendMessageBatch"] >= producer.SQSRequests["SendMessageBatch"] || bulk.WriteUnits != producer.WriteUnits ||
+		bulk.Lambda["ingest"].Invocations >= producer.Lambda["ingest"].Invocations {
+		t.Errorf("10 a message: SQS %v, %.1f write units, ingest %+v; one a message: SQS %v, %.1f, %+v", bulk.SQSRequests, bulk.WriteUnits,
+			bulk.Lambda["ingest"], producer.SQSRequests, producer.WriteUnits, producer.Lambda["ingest"])
+	}
+	if want := int64((sends + perBatch - 1) / perBatch); apiBatch.HTTPAPIRequests != want || apiBatch.Lambda["api"].Invocations != want {
+		t.Errorf("API batch: %d API Gateway requests, %d api invocations, want %d", apiBatch.HTTPAPIRequests, apiBatch.Lambda["api"].Invocations, want)
+	}
 	// Without the inbox a send writes one item fewer: the notification with its claimed delivery,
 	// then its verdict.
 	if res.Scenarios[1].StoreWrites != 2*int64(sends) || res.Scenarios[0].StoreWrites != 3*int64(sends) {
