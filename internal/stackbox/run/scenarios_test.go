@@ -93,6 +93,29 @@ func (s *scenarios) producerQueue(t *testing.T) {
 	if n := s.pushes(token); n != 1 {
 		t.Fatalf("carol got %d pushes, want 1", n)
 	}
+
+	// Batches: two requests in one queue message, two more in one POST /v1/notifications/batch.
+	var reqs []map[string]any
+	for i, user := range []string{"batch-1", "batch-2", "batch-3", "batch-4"} {
+		s.device(t, user, "fcm-stackbox-"+user)
+		reqs = append(reqs, sendRequest(fmt.Sprintf("stackbox-batch-%d", i), user, "push"))
+	}
+	raw, _ = json.Marshal(map[string]any{"notifications": reqs[:2]})
+	if err := s.sendToQueue(t, s.producer, "ingest-orders", string(raw)); err != nil {
+		t.Fatalf("the producer's SendMessage of a batch: %v", err)
+	}
+	out := s.mustCall(t, 202, "POST", "/v1/notifications/batch", map[string]any{"notifications": reqs[2:]})
+	if ns, _ := out["notifications"].([]any); len(ns) != 2 {
+		t.Fatalf("POST /v1/notifications/batch answered %v", out)
+	}
+	for _, r := range reqs {
+		s.waitStatus(t, s.idOf(t, r), "SENT", 30*time.Second)
+	}
+	for _, user := range []string{"batch-1", "batch-2", "batch-3", "batch-4"} {
+		if n := s.pushes("fcm-stackbox-" + user); n != 1 {
+			t.Fatalf("%s got %d pushes, want 1", user, n)
+		}
+	}
 }
 
 func sendAt(d time.Duration) time.Time { return time.Now().Add(d).Truncate(time.Second).UTC() }
