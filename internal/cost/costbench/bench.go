@@ -144,28 +144,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// without.
 	produce := func(tag string, channels ...string) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
-			var entries []sqstypes.SendMessageBatchRequestEntry
-			flush := func() error {
-				if len(entries) == 0 {
-					return nil
-				}
-				out, err := w.sqs.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(w.queueURL(notify.IngestQueue(service))), Entries: entries})
-				entries = entries[:0]
-				if err == nil && len(out.Failed) > 0 {
-					err = fmt.Errorf("SendMessageBatch: %d entries failed (%s)", len(out.Failed), aws.ToString(out.Failed[0].Message))
-				}
-				return err
-			}
-			for i := range o.Sends {
+			bodies := make([]string, o.Sends)
+			for i := range bodies {
 				body, _ := json.Marshal(sendRequest(fmt.Sprintf("cost-%d-%s-%d", run, tag, i), i, channels...))
-				entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(string(body))})
-				if len(entries) == 10 {
-					if err := flush(); err != nil {
-						return err
-					}
-				}
+				bodies[i] = string(body)
 			}
-			return flush()
+			return w.produce(ctx, bodies)
 		}
 	}
 	if err := measure(TitleProducer, o.Sends, produce("q", "push", "inbox")); err != nil {
@@ -202,18 +186,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// (a) the same with 10 send requests a message (notify.SendBatch), 10 messages a
 	// SendMessageBatch call, and 10 a POST /v1/notifications/batch.
 	if err := measure(TitleProducerBulk, o.Sends, func(ctx context.Context) error {
-		var entries []sqstypes.SendMessageBatchRequestEntry
-		flush := func() error {
-			if len(entries) == 0 {
-				return nil
-			}
-			out, err := w.sqs.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(w.queueURL(notify.IngestQueue(service))), Entries: entries})
-			entries = entries[:0]
-			if err == nil && len(out.Failed) > 0 {
-				err = fmt.Errorf("SendMessageBatch: %d entries failed (%s)", len(out.Failed), aws.ToString(out.Failed[0].Message))
-			}
-			return err
-		}
+		var bodies []string
 		for i := 0; i < o.Sends; i += perBatch {
 			var b notify.SendBatch
 			for j := i; j < min(i+perBatch, o.Sends); j++ {
@@ -221,14 +194,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				b.Notifications = append(b.Notifications, raw)
 			}
 			body, _ := json.Marshal(&b)
-			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(string(body))})
-			if len(entries) == 10 {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
+			bodies = append(bodies, string(body))
 		}
-		return flush()
+		return w.produce(ctx, bodies)
 	}); err != nil {
 		return nil, err
 	}
@@ -262,6 +230,25 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// produce sends bodies to the service's ingest queue as a producer does: SendMessageBatch
+// calls of 10.
+func (w *world) produce(ctx context.Context, bodies []string) error {
+	for start := 0; start < len(bodies); start += 10 {
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		for i := start; i < min(start+10, len(bodies)); i++ {
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(bodies[i])})
+		}
+		out, err := w.sqs.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(w.queueURL(notify.IngestQueue(service))), Entries: entries})
+		if err == nil && len(out.Failed) > 0 {
+			err = fmt.Errorf("SendMessageBatch: %d entries failed (%s)", len(out.Failed), aws.ToString(out.Failed[0].Message))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sendRequest is one single-recipient transactional notification on channels to user i.
