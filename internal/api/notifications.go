@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"herald/internal/notify"
@@ -145,6 +146,9 @@ func (s *server) enqueue(ctx context.Context, service string, msg notify.OutMess
 	return err
 }
 
+// batchChecks is how many requests of a batch are checked at once.
+const batchChecks = 8
+
 // batchRequest is POST /v1/notifications/batch, batchResponse its answer: one entry per
 // request, in order.
 type batchRequest struct {
@@ -171,19 +175,34 @@ func (s *server) createNotificationBatch(w http.ResponseWriter, r *http.Request)
 		return notify.FieldError("notifications", "want 1 to %d send requests, got %d", notify.MaxSendBatch, len(in.Notifications))
 	}
 	out := batchResponse{Notifications: make([]acceptedResponse, len(in.Notifications))}
-	var batch notify.SendBatch
-	queued := map[string]int{} // id → index of the request queued under it
+	// Each request is checked on its own, a few at once: a keyed one reads the store.
 	ps := make([]*preparedSend, len(in.Notifications))
+	errs := make([]error, len(in.Notifications))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, batchChecks)
 	for i, raw := range in.Notifications {
-		var req notify.SendRequest
-		if err := decodeJSON(raw, &req); err != nil {
-			return notify.InBatch(i, err)
-		}
-		p, err := s.prepareSend(r, &req)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var req notify.SendRequest
+			if err := decodeJSON(raw, &req); err != nil {
+				errs[i] = err
+				return
+			}
+			ps[i], errs[i] = s.prepareSend(r, &req)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
 		if err != nil {
 			return notify.InBatch(i, err)
 		}
-		ps[i], out.Notifications[i] = p, p.accepted
+	}
+	var batch notify.SendBatch
+	queued := map[string]int{} // id → index of the request queued under it
+	for i, p := range ps {
+		out.Notifications[i] = p.accepted
 		if p.stored {
 			continue
 		}
