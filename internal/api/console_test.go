@@ -332,9 +332,20 @@ func TestAdminListsCampaigns(t *testing.T) {
 	if len(got) != 1 || got[0].ID != first.ID {
 		t.Fatalf("scheduled or running = %+v, want billing's", got)
 	}
-	if got = decodeBody[list](t, e.do(t, "GET", "/v1/admin/campaigns?limit=1", ordersKey, nil)).Campaigns; len(got) != 1 || got[0].ID != second.ID {
-		t.Fatalf("limit 1 = %+v, want the newest", got)
+	type page struct {
+		Campaigns  []campaignSummary `json:"campaigns"`
+		NextCursor string            `json:"next_cursor"`
 	}
+	p1 := decodeBody[page](t, e.do(t, "GET", "/v1/admin/campaigns?limit=1", ordersKey, nil))
+	if len(p1.Campaigns) != 1 || p1.Campaigns[0].ID != second.ID || p1.NextCursor == "" {
+		t.Fatalf("limit 1 = %+v, want the newest and a cursor", p1)
+	}
+	p2 := decodeBody[page](t, e.do(t, "GET", "/v1/admin/campaigns?limit=1&cursor="+url.QueryEscape(p1.NextCursor), ordersKey, nil))
+	if len(p2.Campaigns) != 1 || p2.Campaigns[0].ID != first.ID || p2.NextCursor != "" {
+		t.Fatalf("second page = %+v, want billing's and no cursor", p2)
+	}
+	wantError(t, e.do(t, "GET", "/v1/admin/campaigns?limit=1&state=CANCELED&cursor="+url.QueryEscape(p1.NextCursor), ordersKey, nil),
+		http.StatusBadRequest, notify.EINVALID, "cursor")
 	wantError(t, e.do(t, "GET", "/v1/admin/campaigns?state=DONE", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "state")
 	wantError(t, e.do(t, "GET", "/v1/admin/campaigns", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
 }
