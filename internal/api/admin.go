@@ -22,8 +22,8 @@ type queueView struct {
 }
 
 func (s *server) requireAdmin(r *http.Request) error {
-	if !s.isAdmin(r) {
-		return notify.Errorf(notify.EFORBIDDEN, "queue operations need a service listed as admin in herald.yaml")
+	if err := s.operatorOnly(r); err != nil {
+		return err
 	}
 	if s.admin == nil {
 		return notify.Errorf(notify.ENOTFOUND, "queue operations are not available here")

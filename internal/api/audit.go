@@ -77,8 +77,8 @@ const (
 
 // listAudit is GET /v1/admin/audit: the entries the query selects, newest first.
 func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
-	if !s.isAdmin(r) {
-		return notify.Errorf(notify.EFORBIDDEN, "the audit log needs a service listed as admin in herald.yaml")
+	if err := s.operatorOnly(r); err != nil {
+		return err
 	}
 	q := r.URL.Query()
 	f := notify.AuditFilter{Actor: q.Get("actor"), Action: notify.AuditAction(q.Get("action")),

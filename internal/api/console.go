@@ -83,10 +83,12 @@ func (s *server) isAdmin(r *http.Request) bool {
 	return i.operator || s.admins[i.service]
 }
 
-// operatorOnly refuses a caller that may not use the operator routes (see isAdmin).
+// operatorOnly refuses a caller that may not use the operator routes (see isAdmin): every
+// /v1/admin/ handler calls it first (after arming its audit entry, where it writes one, so a
+// refused attempt is audited too).
 func (s *server) operatorOnly(r *http.Request) error {
 	if !s.isAdmin(r) {
-		return notify.Errorf(notify.EFORBIDDEN, "the operator routes need a service listed as admin in herald.yaml")
+		return notify.Errorf(notify.EFORBIDDEN, "the operator routes (%s…) need a service listed as admin in herald.yaml, or a console operator", adminPrefix)
 	}
 	return nil
 }

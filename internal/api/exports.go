@@ -69,15 +69,6 @@ func (s *server) exportsAvailable(w http.ResponseWriter, r *http.Request, what s
 	return true
 }
 
-// exportsCaller admits admin services and the operators signed in to the console (see isAdmin),
-// as the other operator routes do, and refuses anyone else.
-func (s *server) exportsCaller(r *http.Request) error {
-	if !s.isAdmin(r) {
-		return notify.Errorf(notify.EFORBIDDEN, "exports need a service listed as admin in herald.yaml")
-	}
-	return nil
-}
-
 // exportFilters are the filters each kind takes besides from and to (on the rows' time:
 // updated_at of a delivery, at of an audit entry, created_at of a notification or suppression).
 var exportFilters = map[notify.ExportKind][]string{
@@ -166,7 +157,7 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) (err error
 	id := notify.NewID("x_", now)
 	params := map[string]string{}
 	defer s.audit(w, r, notify.AuditExportCreate, notify.AuditTargetExport, id, params, &err)
-	if err := s.exportsCaller(r); err != nil {
+	if err := s.operatorOnly(r); err != nil {
 		return err
 	}
 	var q exportRequest
@@ -221,7 +212,7 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) (err error
 
 // getExport is GET /v1/admin/exports/{id}: the job, and a fresh download link when DONE.
 func (s *server) getExport(w http.ResponseWriter, r *http.Request) error {
-	if err := s.exportsCaller(r); err != nil {
+	if err := s.operatorOnly(r); err != nil {
 		return err
 	}
 	if !s.exportsAvailable(w, r, "exports") {
@@ -264,7 +255,7 @@ type exportList struct {
 // default 20) a page, each DONE one with a fresh download link, as GET /v1/admin/exports/{id}
 // shows it.
 func (s *server) listExports(w http.ResponseWriter, r *http.Request) error {
-	if err := s.exportsCaller(r); err != nil {
+	if err := s.operatorOnly(r); err != nil {
 		return err
 	}
 	if !s.exportsAvailable(w, r, "exports") {
@@ -298,7 +289,7 @@ func (s *server) listExports(w http.ResponseWriter, r *http.Request) error {
 func (s *server) cancelExport(w http.ResponseWriter, r *http.Request) (err error) {
 	id := r.PathValue("id")
 	defer s.audit(w, r, notify.AuditExportCancel, notify.AuditTargetExport, id, nil, &err)
-	if err := s.exportsCaller(r); err != nil {
+	if err := s.operatorOnly(r); err != nil {
 		return err
 	}
 	if !s.exportsAvailable(w, r, "exports") {

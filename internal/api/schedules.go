@@ -63,8 +63,8 @@ func (s *server) reservedPage(r *http.Request, kind string) (limit int, phase, i
 func (s *server) rearmSchedules(w http.ResponseWriter, r *http.Request) (err error) {
 	params := map[string]string{}
 	defer s.audit(w, r, notify.AuditSchedulesRearm, notify.AuditTargetSchedules, "", params, &err)
-	if !s.isAdmin(r) {
-		return notify.Errorf(notify.EFORBIDDEN, "re-arming schedules needs a service listed as admin in herald.yaml")
+	if err := s.operatorOnly(r); err != nil {
+		return err
 	}
 	limit, phase, inner, err := s.reservedPage(r, "rearm")
 	if err != nil {
