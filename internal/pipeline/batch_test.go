@@ -125,3 +125,22 @@ func TestSendBatchKeyReusedNamesTheRequest(t *testing.T) {
 	}
 }
 
+
+// A message naming another service's notification id is refused and changes nothing there.
+func TestIngestRefusesAnotherServicesID(t *testing.T) {
+	t.Parallel()
+	b := expressHarness(t, "tok-1")
+	if fails := b.ingest(t, b.p.Ingest("shop", nil), singleSend(t, "k1", "push")); len(fails) != 0 {
+		t.Fatal(fails[0].Err)
+	}
+	id := notify.NotificationIDFor("shop", "k1", b.clock.Now())
+	m := singleSend(t, "k1", "push")
+	m.ID, m.Attributes = "forged", map[string]string{notify.AttrNotificationID: id}
+	fails := b.ingest(t, b.p.Ingest("billing", nil), m)
+	if len(fails) != 1 || !notify.IsCode(fails[0].Err, notify.EFORBIDDEN) {
+		t.Fatalf("failures %v, want one forbidden", fails)
+	}
+	if len(b.fcm.accepted["tok-1"]) != 1 {
+		t.Fatalf("sent %v, want the one push of shop's notification", b.fcm.accepted)
+	}
+}

@@ -178,6 +178,11 @@ func (p *Pipeline) accept(ctx context.Context, service string, scheduler notify.
 		return p.expressSend(ctx, n, plan)
 	}
 	if !created {
+		if stored.Service != service {
+			// Only a message that names the id itself (AttrNotificationID) can meet another
+			// service's notification: it is refused, and the notification left alone.
+			return notify.Errorf(notify.EFORBIDDEN, "notification %s belongs to another service", id)
+		}
 		if err := sameRequest(stored, n); err != nil {
 			return err
 		}
