@@ -168,9 +168,8 @@ const unreadFilter = "attribute_not_exists($)"
 
 // UnreadCount implements notify.InboxStore: a Select COUNT Query of the user's own unexpired
 // unread items. There is no index of unread items (an index would bill every item written
-// twice more, docs/design.md §10), so it reads the user's whole inbox: about 0.5 RCU per 4 KB
-// read consistently — 5 RCU for 40 items of 500 bytes — and inbox items expire (30 days by
-// default).
+// twice more, docs/design.md §10), so it reads the user's whole inbox, consistently: 1 RCU per
+// 4 KB — 5 RCU for 40 items of 500 bytes — and inbox items expire (30 days by default).
 func (s *Store) UnreadCount(ctx context.Context, userID string, now time.Time) (int, error) {
 	n, err := s.ownQuery(userID, now).Filter(unreadFilter, "read_at").Count(ctx)
 	if err != nil {
