@@ -47,7 +47,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"webpush", "keys"}, []string{"-json", "providers.webpush"}},
 		{[]string{"inbox"}, []string{"inbox migrate"}},
 		{[]string{"inbox", "migrate"}, []string{"-env", "-table-prefix", "-dynamodb-endpoint", "dynamodb:Scan", "safe to run again"}},
-		{[]string{"bench"}, []string{"-recipients", "-per-notification", "-raw-batches", "-send-workers", "-cpuprofile", "bench campaign", "bench export", "bench cost"}},
+		{[]string{"bench"}, []string{"-recipients", "-per-notification", "-raw-batches", "-send-workers", "-cpuprofile", "-rounds", "bench campaign", "bench export", "bench cost"}},
 		{[]string{"bench", "campaign"}, []string{"-devices", "-probe-rate", "-idle-probes", "-max-probes", "-timeout"}},
 		{[]string{"bench", "export"}, []string{"-rows"}},
 		{[]string{"bench", "cost"}, []string{"-sends", "-devices", "-dynamodb-endpoint", "HERALD_DYNAMODB_ENDPOINT", "-timeout"}},

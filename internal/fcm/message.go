@@ -90,6 +90,12 @@ func toMulticast(tmpl *messaging.Message, tokens []string) *messaging.MulticastM
 	}
 }
 
+// MulticastFor is the multicast the sender makes of m's payload for tokens: what a raw SDK
+// comparison must send to measure the same work (herald bench).
+func MulticastFor(m notify.OutboundMessage, tokens []string, now time.Time) *messaging.MulticastMessage {
+	return toMulticast(toMessage(m, now), tokens)
+}
+
 // payloadKey identifies everything toMessage reads except the token: messages with equal keys
 // get the same payload and can share a multicast. Fields are length-prefixed so no two
 // different payloads share a key.
