@@ -3,6 +3,7 @@ package ddb
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -57,8 +58,9 @@ func (q *countingQueue) Send(_ context.Context, _ string, msgs ...notify.OutMess
 }
 
 // A single transactional send on DynamoDB, counted the way it is billed: two items written for
-// a push (the notification with its claimed delivery, then its verdict and status), three with
-// the inbox, and nothing enqueued after ingest.
+// a push (the notification with its claimed delivery, then its invocation's verdicts), three with
+// the inbox, and nothing enqueued after ingest. Ten sends in one invocation share the verdicts'
+// item: eleven items.
 func TestExpressSingleSendItemWrites(t *testing.T) {
 	t.Parallel()
 	s, wc := countingStore(t)
@@ -90,10 +92,29 @@ func TestExpressSingleSendItemWrites(t *testing.T) {
 		if w := wc.Writes() - before; w != c.writes || fcm.sent != sent+1 || q.n != 0 {
 			t.Fatalf("%v: %d items written (want %d), %d sent, %d enqueued", c.channels, w, c.writes, fcm.sent-sent, q.n)
 		}
-		// The verdicts' write is conditioned on what the create wrote, without reading it back.
+		// The verdicts are written without reading anything back.
 		if g := gets.n.Load() - getsBefore; g != 0 {
 			t.Fatalf("%v: %d GetItem requests, want none", c.channels, g)
 		}
 		t.Logf("%v: %d DynamoDB items written", c.channels, c.writes)
+	}
+	var msgs []notify.Message
+	for i := range 10 {
+		body, _ := json.Marshal(notify.SendRequest{IdempotencyKey: fmt.Sprintf("ten-%d", i), Category: notify.CategoryTransactional,
+			Channels: []notify.Channel{notify.ChannelPush}, Recipients: []notify.Recipient{{UserID: "u1"}}, Content: notify.Content{Title: "Your code", Body: "123456"}})
+		msgs = append(msgs, notify.Message{ID: fmt.Sprintf("m-%d", i), Body: body})
+	}
+	before := wc.Writes()
+	if fails := p.Ingest("shop", nil)(ctx, msgs); len(fails) != 0 {
+		t.Fatal(fails[0].Err)
+	}
+	if w := wc.Writes() - before; w != 11 {
+		t.Fatalf("ten sends in one invocation wrote %d items, want 11", w)
+	}
+	for i := range 10 {
+		n, err := s.GetNotification(ctx, notify.NotificationIDFor("shop", fmt.Sprintf("ten-%d", i), time.Now()))
+		if err != nil || n.Status != notify.StatusSent || n.Stats.Channels[notify.ChannelPush].Sent != 1 {
+			t.Fatalf("ten-%d: %+v, %v; want SENT", i, n, err)
+		}
 	}
 }

@@ -145,6 +145,11 @@ func (s *Store) readExpressItem(ctx context.Context, id string) (main *notificat
 	if err := json.Unmarshal([]byte(main.Express), x); err != nil {
 		return nil, nil, fmt.Errorf("decode express deliveries: %w", err)
 	}
+	// Its batch's verdicts, if recorded, are applied to x (not to main, whose express attribute
+	// and status the writes are conditioned on): a write of x folds them into the item.
+	if _, err := s.resolveVerdicts(ctx, id, x, notify.NotificationStatus(main.Status)); err != nil {
+		return nil, nil, err
+	}
 	return main, x, nil
 }
 
@@ -225,6 +230,12 @@ func (s *Store) HandOverExpress(ctx context.Context, id string, updates []notify
 		}
 		if x == nil {
 			return nil
+		}
+		if x.Verdicts != "" && !x.Pending() && notify.NotificationStatus(main.Status) == notify.StatusProcessing {
+			// Its batch decided every delivery: nothing to hand over, its verdicts are folded
+			// into the item and its status made final, as CompleteExpress does.
+			_, err := s.CompleteExpress(ctx, id, updates)
+			return wrapErr(op, err)
 		}
 		x.Apply(updates)
 		x.Release()

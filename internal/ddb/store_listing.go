@@ -27,10 +27,17 @@ func (s *Store) ListNotifications(ctx context.Context, f notify.NotificationFilt
 	}
 	e := newExpr()
 	filter := e.n(attrSK) + " = " + e.s(skNotification) + " AND " + e.n("status") + " <> " + e.s(string(notify.StatusDispatching))
-	for _, c := range []struct{ attr, v string }{{"status", string(f.Status)}, {"service", f.Service}, {"idempotency_key", f.IdempotencyKey}} {
+	for _, c := range []struct{ attr, v string }{{"service", f.Service}, {"idempotency_key", f.IdempotencyKey}} {
 		if c.v != "" {
 			filter += " AND " + e.n(c.attr) + " = " + e.s(c.v)
 		}
+	}
+	if f.Status != "" {
+		// An express notification whose batch recorded its verdicts is final only once they are
+		// applied (resolveVerdicts): a PROCESSING one with an express attribute is a candidate
+		// for every status, checked below.
+		filter += " AND (" + e.n("status") + " = " + e.s(string(f.Status)) + " OR (" + e.n("status") + " = " +
+			e.s(string(notify.StatusProcessing)) + " AND attribute_exists(" + e.n("x") + ")))"
 	}
 	if !f.From.IsZero() {
 		filter += " AND " + e.n("created_at") + " >= " + e.i(nanos(f.From))
@@ -39,7 +46,7 @@ func (s *Store) ListNotifications(ctx context.Context, f notify.NotificationFilt
 		filter += " AND " + e.n("created_at") + " < " + e.i(nanos(f.To))
 	}
 	proj := e.n(attrPK) + ", " + e.n(attrSK) + ", " + e.n("id") + ", " + e.n("service") + ", " + e.n("idempotency_key") + ", " +
-		e.n("status") + ", " + e.n("created_at") + ", " + e.n("doc")
+		e.n("status") + ", " + e.n("created_at") + ", " + e.n("doc") + ", " + e.n("x")
 	var out []notify.NotificationSummary
 	next, err := s.scanNotifications(ctx, start, limit, e, filter, proj, func(it notificationItem) (bool, error) {
 		var doc struct {
@@ -51,8 +58,21 @@ func (s *Store) ListNotifications(ctx context.Context, f notify.NotificationFilt
 		if f.Category != "" && doc.Category != f.Category {
 			return false, nil
 		}
+		status := notify.NotificationStatus(it.Status)
+		if it.Express != "" && status == notify.StatusProcessing {
+			var x notify.Express
+			if err := json.Unmarshal([]byte(it.Express), &x); err != nil {
+				return false, fmt.Errorf("decode express deliveries of %s: %w", it.ID, err)
+			}
+			if status, err = s.resolveVerdicts(ctx, it.ID, &x, status); err != nil {
+				return false, err
+			}
+		}
+		if f.Status != "" && status != f.Status {
+			return false, nil
+		}
 		out = append(out, notify.NotificationSummary{ID: it.ID, Service: it.Service, IdempotencyKey: it.IdempotencyKey,
-			Status: notify.NotificationStatus(it.Status), Category: doc.Category, CreatedAt: timeOf(it.CreatedAt)})
+			Status: status, Category: doc.Category, CreatedAt: timeOf(it.CreatedAt)})
 		return true, nil
 	})
 	return out, next, wrapErr(op, err)

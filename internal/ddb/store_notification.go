@@ -441,6 +441,11 @@ func (s *Store) readNotification(ctx context.Context, id string) (*notify.Notifi
 		if err := json.Unmarshal([]byte(main.Express), n.Express); err != nil {
 			return nil, fmt.Errorf("decode express deliveries: %w", err)
 		}
+		st, err := s.resolveVerdicts(ctx, n.ID, n.Express, n.Status)
+		if err != nil {
+			return nil, err
+		}
+		n.Status = st
 		n.Stats.AddCounts(n.Express.Counts())
 	}
 	return &n, nil

@@ -21,6 +21,11 @@ type Express struct {
 	Deliveries []Delivery
 	// Lease is how long the SENDING deliveries are their sender's (claimed together).
 	Lease time.Time
+	// Verdicts, when set, names the batch this notification's verdicts are recorded with,
+	// together with those of the other express notifications of its ingest invocation
+	// (ExpressStore.CompleteExpressBatch): a store may keep them in one record of their own and
+	// apply them whenever it reads the notification (ResolveVerdicts).
+	Verdicts string
 }
 
 // expressDoc is Express as stores keep it: short keys, since a DynamoDB write is billed per KB
@@ -28,6 +33,7 @@ type Express struct {
 type expressDoc struct {
 	D []expressDelivery `json:"d"`
 	L int64             `json:"l,omitempty"` // lease, unix ms
+	V string            `json:"v,omitempty"` // Verdicts
 }
 
 type expressDelivery struct {
@@ -47,7 +53,7 @@ type expressDelivery struct {
 
 // MarshalJSON encodes x compactly (expressDoc).
 func (x Express) MarshalJSON() ([]byte, error) {
-	doc := expressDoc{D: make([]expressDelivery, len(x.Deliveries))}
+	doc := expressDoc{D: make([]expressDelivery, len(x.Deliveries)), V: x.Verdicts}
 	if !x.Lease.IsZero() {
 		doc.L = x.Lease.UnixMilli()
 	}
@@ -68,7 +74,7 @@ func (x *Express) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return err
 	}
-	*x = Express{Deliveries: make([]Delivery, len(doc.D))}
+	*x = Express{Deliveries: make([]Delivery, len(doc.D)), Verdicts: doc.V}
 	if doc.L != 0 {
 		x.Lease = time.UnixMilli(doc.L).UTC()
 	}
@@ -160,6 +166,30 @@ type ExpressStore interface {
 	// counts as not prepared, so prepare runs it again (and finds the moved deliveries; their
 	// PENDING ones are pending). A notification no longer express is a no-op. ENOTFOUND.
 	HandOverExpress(ctx context.Context, id string, updates []DeliveryUpdate, reprepare bool) error
+	// CompleteExpressBatch records the verdicts of express notifications whose Verdicts is
+	// batch, all at once: once it returns nil, every read of each is as if CompleteExpress(ID,
+	// Updates) had run for it (with no updates: a notification whose work was all done at
+	// creation is finished). It is written once per batch: what it does not name stays as it
+	// is. A store may keep the batch in a record of its own — one write for all of them — and
+	// apply it on every read, or apply it to each notification.
+	CompleteExpressBatch(ctx context.Context, batch string, done []ExpressDone) error
+}
+
+// ExpressDone is one notification's verdicts in CompleteExpressBatch.
+type ExpressDone struct {
+	ID      string
+	Updates []DeliveryUpdate
+}
+
+// ResolveVerdicts applies to x, stored with status, the verdicts recorded for id in its batch
+// (updates, as CompleteExpressBatch received them) and returns the status they give: what
+// CompleteExpress would have left.
+func (x *Express) ResolveVerdicts(status NotificationStatus, updates []DeliveryUpdate) NotificationStatus {
+	x.Apply(updates)
+	if !x.Pending() && status == StatusProcessing {
+		return x.FinalStatus()
+	}
+	return status
 }
 
 // Page returns the deliveries after id `after` in ID order, at most limit, and whether more
@@ -212,7 +242,7 @@ func (x *Express) Clone() *Express {
 	if x == nil {
 		return nil
 	}
-	c := &Express{Deliveries: slices.Clone(x.Deliveries), Lease: x.Lease}
+	c := &Express{Deliveries: slices.Clone(x.Deliveries), Lease: x.Lease, Verdicts: x.Verdicts}
 	return c
 }
 

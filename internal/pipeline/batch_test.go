@@ -1,7 +1,11 @@
 package pipeline_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -125,7 +129,6 @@ func TestSendBatchKeyReusedNamesTheRequest(t *testing.T) {
 	}
 }
 
-
 // A message naming another service's notification id is refused and changes nothing there.
 func TestIngestRefusesAnotherServicesID(t *testing.T) {
 	t.Parallel()
@@ -142,5 +145,55 @@ func TestIngestRefusesAnotherServicesID(t *testing.T) {
 	}
 	if len(b.fcm.accepted["tok-1"]) != 1 {
 		t.Fatalf("sent %v, want the one push of shop's notification", b.fcm.accepted)
+	}
+}
+
+// countingBatches counts CompleteExpress and CompleteExpressBatch calls, and can fail the batch.
+type countingBatches struct {
+	notify.Store
+	batches, singles int
+	failBatch        bool
+}
+
+func (c *countingBatches) CompleteExpress(ctx context.Context, id string, u []notify.DeliveryUpdate) (int, error) {
+	c.singles++
+	return c.Store.CompleteExpress(ctx, id, u)
+}
+
+func (c *countingBatches) CompleteExpressBatch(ctx context.Context, batch string, done []notify.ExpressDone) error {
+	c.batches++
+	if c.failBatch {
+		return errors.New("throttled")
+	}
+	return c.Store.CompleteExpressBatch(ctx, batch, done)
+}
+
+// The express notifications of one invocation record their verdicts together; when that fails
+// they are recorded one by one, and nothing fails.
+func TestExpressVerdictsRecordedPerInvocation(t *testing.T) {
+	t.Parallel()
+	for _, failBatch := range []bool{false, true} {
+		b := expressHarness(t, "tok-1")
+		st := &countingBatches{Store: b.st, failBatch: failBatch}
+		p := pipeline.New(pipeline.Deps{Store: st, Queue: b.q, Senders: []notify.Sender{b.fcm}, Clock: b.clock,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, pipeline.Config{})
+		msgs := []notify.Message{singleSend(t, "k1", "push"), singleSend(t, "k2", "push", "inbox"),
+			batchMessage(t, "mb", pushTo("u1", "k3", "push"), pushTo("u1", "k4", "inbox"))}
+		if fails := p.Ingest("shop", nil)(t.Context(), msgs); len(fails) != 0 {
+			t.Fatal(fails[0].Err)
+		}
+		wantSingles := 0
+		if failBatch {
+			wantSingles = 4
+		}
+		if st.batches != 1 || st.singles != wantSingles {
+			t.Fatalf("failBatch %v: %d batch writes, %d single; want 1 and %d", failBatch, st.batches, st.singles, wantSingles)
+		}
+		for _, k := range []string{"k1", "k2", "k3", "k4"} {
+			n, err := b.st.GetNotification(t.Context(), notify.NotificationIDFor("shop", k, b.clock.Now()))
+			if err != nil || n.Status != notify.StatusSent {
+				t.Fatalf("failBatch %v: %s: %+v, %v; want SENT", failBatch, k, n, err)
+			}
+		}
 	}
 }

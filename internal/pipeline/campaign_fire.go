@@ -24,14 +24,12 @@ type CampaignFirer interface {
 // campaign goes to campaigns, every other message (and a fire for a notification) to Ingest. A
 // nil campaigns is plain Ingest.
 func (p *Pipeline) IngestWithCampaigns(service string, scheduler notify.Scheduler, campaigns CampaignFirer) Handler {
-	if campaigns == nil {
-		return p.Ingest(service, scheduler)
-	}
 	return func(ctx context.Context, msgs []notify.Message) []ItemFailure {
 		ctx, sum := withSummary(ctx, p.clock.Now())
 		defer sum.log(ctx, p, service)
-		return eachConcurrently(ctx, msgs, func(ctx context.Context, m notify.Message) error {
-			if f, ok := fireOf(m.Body); ok {
+		ctx, verdicts := withVerdicts(ctx)
+		fails := eachConcurrently(ctx, msgs, func(ctx context.Context, m notify.Message) error {
+			if f, ok := fireOf(m.Body); ok && campaigns != nil {
 				if err := checkFire(f); err != nil {
 					return err
 				}
@@ -39,8 +37,9 @@ func (p *Pipeline) IngestWithCampaigns(service string, scheduler notify.Schedule
 					return err
 				}
 			}
-			return p.ingestOne(ctx, service, scheduler, m)
+			return p.ingestOne(withMessageID(ctx, m.ID), service, scheduler, m)
 		})
+		return verdicts.record(ctx, p, fails)
 	}
 }
 

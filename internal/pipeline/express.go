@@ -80,7 +80,7 @@ func (p *Pipeline) planExpress(ctx context.Context, n *notify.Notification) (*ex
 			ds[i].Status, ds[i].Attempts, ds[i].LeaseUntil, ds[i].UpdatedAt = notify.DeliverySending, 1, lease, start
 		}
 	}
-	x := &notify.Express{Deliveries: ds, Lease: lease}
+	x := &notify.Express{Deliveries: ds, Lease: lease, Verdicts: verdictsOf(ctx).key()}
 	n.Express, n.Status = x, notify.StatusProcessing
 	n.Stats.ChunksTotal, n.Stats.ChunksPrepared = 1, 1
 	if len(pending) == 0 && len(inbox) == 0 {
@@ -123,6 +123,9 @@ func (p *Pipeline) expressSend(ctx context.Context, n *notify.Notification, plan
 		if err := p.store.HandOverExpress(ctx, n.ID, updates, false); err != nil {
 			return fmt.Errorf("ingest %s: hand over: %w", n.ID, err)
 		}
+	} else if vb := verdictsOf(ctx); vb != nil && n.Express.Verdicts != "" {
+		// Recorded with the invocation's other express notifications once they are all sent.
+		vb.add(ctx, n.Express.Verdicts, notify.ExpressDone{ID: n.ID, Updates: updates})
 	} else {
 		if _, err := p.store.CompleteExpress(ctx, n.ID, updates); err != nil {
 			return fmt.Errorf("ingest %s: complete: %w", n.ID, err)
@@ -220,4 +223,89 @@ func (p *Pipeline) handOver(ctx context.Context, n *notify.Notification) error {
 		return fmt.Errorf("ingest %s: hand over: %w", n.ID, err)
 	}
 	return p.fanOut(ctx, n)
+}
+
+// verdictBatch gathers the verdicts of an ingest invocation's express notifications, to record
+// them with one CompleteExpressBatch per verdictsPerBatch of them (docs/design.md §10): on
+// DynamoDB one item for all of them instead of one write each. Each notification names its batch
+// when it is created (Express.Verdicts). A batch that cannot be recorded is recorded one
+// notification at a time; one that fails even so fails its message, which comes back and finds
+// the notification as a crashed worker would have left it.
+type verdictBatch struct {
+	mu   sync.Mutex
+	id   string
+	n    int
+	done map[string][]batchedVerdict
+}
+
+type batchedVerdict struct {
+	messageID string
+	done      notify.ExpressDone
+}
+
+// verdictsPerBatch bounds one batch's record (a few dozen bytes a delivery).
+const verdictsPerBatch = 100
+
+type verdictsKey struct{}
+type messageIDKey struct{}
+
+func withVerdicts(ctx context.Context) (context.Context, *verdictBatch) {
+	v := &verdictBatch{id: notify.NewID("", time.Now()), done: map[string][]batchedVerdict{}}
+	return context.WithValue(ctx, verdictsKey{}, v), v
+}
+
+// verdictsOf is ctx's verdict batch, or nil outside an ingest invocation.
+func verdictsOf(ctx context.Context) *verdictBatch {
+	v, _ := ctx.Value(verdictsKey{}).(*verdictBatch)
+	return v
+}
+
+func withMessageID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, messageIDKey{}, id)
+}
+
+// key is the batch the next express notification names; "" without a batch.
+func (v *verdictBatch) key() string {
+	if v == nil {
+		return ""
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	k := fmt.Sprintf("%s.%d", v.id, v.n/verdictsPerBatch)
+	v.n++
+	return k
+}
+
+func (v *verdictBatch) add(ctx context.Context, key string, d notify.ExpressDone) {
+	id, _ := ctx.Value(messageIDKey{}).(string)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.done[key] = append(v.done[key], batchedVerdict{messageID: id, done: d})
+}
+
+// record writes every batch's verdicts and returns fails with the messages whose verdicts could
+// not be written added.
+func (v *verdictBatch) record(ctx context.Context, p *Pipeline, fails []ItemFailure) []ItemFailure {
+	failed := map[string]bool{}
+	for _, f := range fails {
+		failed[f.MessageID] = true
+	}
+	for key, vs := range v.done {
+		dones := make([]notify.ExpressDone, len(vs))
+		for i, bv := range vs {
+			dones[i] = bv.done
+		}
+		err := p.store.CompleteExpressBatch(ctx, key, dones)
+		if err == nil {
+			continue
+		}
+		p.log.WarnContext(ctx, "express verdicts not recorded as a batch; recording them one by one", "batch", key, "notifications", len(dones), "error", err.Error())
+		for _, bv := range vs {
+			if _, err := p.store.CompleteExpress(ctx, bv.done.ID, bv.done.Updates); err != nil && !failed[bv.messageID] {
+				failed[bv.messageID] = true
+				fails = append(fails, ItemFailure{MessageID: bv.messageID, Err: fmt.Errorf("ingest %s: complete: %w", bv.done.ID, err)})
+			}
+		}
+	}
+	return fails
 }

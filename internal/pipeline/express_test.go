@@ -179,13 +179,18 @@ func TestExpressRetryGoesToTheSendStage(t *testing.T) {
 	}
 }
 
-// failingComplete is a store whose CompleteExpress fails: the worker "dies" after the send.
+// failingComplete is a store whose verdict writes fail, batched or not: the worker "dies" after
+// the send.
 type failingComplete struct {
 	notify.Store
 }
 
 func (failingComplete) CompleteExpress(context.Context, string, []notify.DeliveryUpdate) (int, error) {
 	return 0, errors.New("killed")
+}
+
+func (failingComplete) CompleteExpressBatch(context.Context, string, []notify.ExpressDone) error {
+	return errors.New("killed")
 }
 
 // A worker that dies mid-send: the message comes back; while the claim's lease runs it waits,

@@ -28,13 +28,7 @@ const maxChunksPerMessage = 10
 // Ingest returns the handler of service's ingest queue: validate, dedupe on (service,
 // idempotency key), persist, then schedule (future send_at) or fan out to prepare.
 func (p *Pipeline) Ingest(service string, scheduler notify.Scheduler) Handler {
-	return func(ctx context.Context, msgs []notify.Message) []ItemFailure {
-		ctx, sum := withSummary(ctx, p.clock.Now())
-		defer sum.log(ctx, p, service)
-		return eachConcurrently(ctx, msgs, func(ctx context.Context, m notify.Message) error {
-			return p.ingestOne(ctx, service, scheduler, m)
-		})
-	}
+	return p.IngestWithCampaigns(service, scheduler, nil)
 }
 
 func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler notify.Scheduler, m notify.Message) error {

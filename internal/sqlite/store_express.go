@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"herald/internal/notify"
 )
@@ -88,6 +89,28 @@ func (s *Store) CompleteExpress(ctx context.Context, id string, updates []notify
 		return 0, fmt.Errorf("sqlite: complete express %s: %w", id, err)
 	}
 	return applied, nil
+}
+
+// CompleteExpressBatch implements notify.ExpressStore: each notification's verdicts applied to
+// its row as CompleteExpress applies them (the writes share transactions: DB.Tx's group
+// commit). A notification no longer express keeps its records as they are.
+func (s *Store) CompleteExpressBatch(ctx context.Context, batch string, done []notify.ExpressDone) error {
+	errs := make([]error, len(done))
+	var wg sync.WaitGroup
+	for i, d := range done {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.CompleteExpress(ctx, d.ID, d.Updates); err != nil && !notify.IsCode(err, notify.EINVALID) {
+				errs[i] = err
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sqlite: complete express batch %s: %w", batch, err)
+	}
+	return nil
 }
 
 // HandOverExpress implements notify.ExpressStore: the deliveries become rows, their counts the

@@ -83,7 +83,7 @@ func TestRunSmall(t *testing.T) {
 	bulk, apiBatch := byTitle[TitleProducerBulk], byTitle[TitleAPIBatch]
 	// Ten requests a message: a tenth of the SQS requests and ingest invocations, the same
 	// writes; ten an API request: a tenth of the API Gateway requests and api invocations.
-	if bulk.SQSRequests["SendMessageBatch"] >= producer.SQSRequests["SendMessageBatch"] || bulk.WriteUnits != producer.WriteUnits ||
+	if bulk.SQSRequests["SendMessageBatch"] >= producer.SQSRequests["SendMessageBatch"] || bulk.WriteUnits > producer.WriteUnits ||
 		bulk.Lambda["ingest"].Invocations >= producer.Lambda["ingest"].Invocations {
 		t.Errorf("10 a message: SQS %v, %.1f write units, ingest %+v; one a message: SQS %v, %.1f, %+v", bulk.SQSRequests, bulk.WriteUnits,
 			bulk.Lambda["ingest"], producer.SQSRequests, producer.WriteUnits, producer.Lambda["ingest"])
@@ -91,11 +91,15 @@ func TestRunSmall(t *testing.T) {
 	if want := int64((sends + perBatch - 1) / perBatch); apiBatch.HTTPAPIRequests != want || apiBatch.Lambda["api"].Invocations != want {
 		t.Errorf("API batch: %d API Gateway requests, %d api invocations, want %d", apiBatch.HTTPAPIRequests, apiBatch.Lambda["api"].Invocations, want)
 	}
-	// Without the inbox a send writes one item fewer: the notification with its claimed delivery,
-	// then its verdict.
-	if res.Scenarios[1].StoreWrites != 2*int64(sends) || res.Scenarios[0].StoreWrites != 3*int64(sends) {
-		t.Errorf("store writes: %d with the inbox, %d without, for %d sends; want 3 and 2 a send",
-			res.Scenarios[0].StoreWrites, res.Scenarios[1].StoreWrites, sends)
+	// A send writes the notification with its claimed deliveries, the inbox item when it has the
+	// inbox channel, and its share of its ingest invocation's verdicts: one item for all of them.
+	for _, c := range []struct {
+		s     Scenario
+		items int64
+	}{{res.Scenarios[0], 2}, {res.Scenarios[1], 1}} {
+		if w := c.s.StoreWrites; w <= c.items*int64(sends) || w > (c.items+1)*int64(sends) {
+			t.Errorf("%s: %d items written for %d sends; want more than %d a send and at most %d", c.s.Title, w, sends, c.items, c.items+1)
+		}
 	}
 	if push.WriteUnits >= producer.WriteUnits {
 		t.Errorf("write units: %.1f without the inbox, %.1f with it", push.WriteUnits, producer.WriteUnits)

@@ -16,6 +16,7 @@ var expressCases = []storeCase{
 	{"Express/HandOverToPrepareAgain", testExpressHandOverReprepare},
 	{"Express/Unknown", testExpressUnknown},
 	{"Express/KeyOfAnotherID", testExpressKeyOfAnotherID},
+	{"Express/CompleteBatch", testExpressCompleteBatch},
 }
 
 // newExpress is an express notification as ingest stores it: a push delivery claimed under a
@@ -278,4 +279,70 @@ func testExpressKeyOfAnotherID(t *testing.T, s notify.Store) {
 	other, _, _ := newExpress("shipping", "")
 	other.IdempotencyKey = "legacy-key"
 	mustCreateNotification(t, s, other)
+}
+
+// Verdicts recorded for a batch at once read as if each notification had been completed: its
+// status, counts and deliveries, its place in a listing by status; one the batch does not name
+// is left as it was, and a hand-over after the batch finds nothing to resend.
+func testExpressCompleteBatch(t *testing.T, s notify.Store) {
+	sent, sentPush, _ := newExpress("billing", "b-sent")
+	failed, failedPush, _ := newExpress("billing", "b-failed")
+	left, _, _ := newExpress("billing", "b-left")
+	for _, n := range []*notify.Notification{sent, failed, left} {
+		n.Express.Verdicts = "batch-1"
+		mustCreateNotification(t, s, n)
+	}
+	if got, err := s.GetNotification(t.Context(), sent.ID); err != nil || got.Status != notify.StatusProcessing || !got.Express.Pending() {
+		t.Fatalf("before the batch: %+v, %v", got, err)
+	}
+	at := t0.Add(time.Second)
+	noErr(t, s.CompleteExpressBatch(t.Context(), "batch-1", []notify.ExpressDone{
+		{ID: sent.ID, Updates: []notify.DeliveryUpdate{{ID: sentPush.ID, Status: notify.DeliverySent, ProviderMessageID: "projects/p/messages/7", At: at}}},
+		{ID: failed.ID, Updates: []notify.DeliveryUpdate{{ID: failedPush.ID, Status: notify.DeliveryFailed, Reason: notify.ReasonUnregistered, At: at}}},
+	}))
+	for _, c := range []struct {
+		id     string
+		status notify.NotificationStatus
+		push   notify.ChannelStats
+	}{
+		{sent.ID, notify.StatusSent, notify.ChannelStats{Total: 1, Sent: 1}},
+		{failed.ID, notify.StatusPartiallySent, notify.ChannelStats{Total: 1, Failed: 1}}, // the inbox item was sent
+		{left.ID, notify.StatusProcessing, notify.ChannelStats{Total: 1}},
+	} {
+		got, err := s.GetNotification(t.Context(), c.id)
+		noErr(t, err)
+		if got.Status != c.status {
+			t.Errorf("%s: status %s, want %s", c.id, got.Status, c.status)
+		}
+		wantChannel(t, got.Stats, notify.ChannelPush, c.push)
+	}
+	ds, _, err := s.ListDeliveries(t.Context(), sent.ID, "", 10)
+	noErr(t, err)
+	for _, d := range ds {
+		if d.ID == sentPush.ID && (d.Status != notify.DeliverySent || d.ProviderMessageID != "projects/p/messages/7") {
+			t.Fatalf("push delivery after the batch: %+v", d)
+		}
+	}
+	l := notificationLister(t, s)
+	for status, want := range map[notify.NotificationStatus]string{notify.StatusSent: sent.ID, notify.StatusPartiallySent: failed.ID, notify.StatusProcessing: left.ID} {
+		got := listNotificationsAll(t, l, notify.NotificationFilter{Status: status})
+		if _, ok := got[want]; !ok || len(got) != 1 {
+			t.Errorf("listed as %s: %v, want %s alone", status, got, want)
+		}
+	}
+	// The batch is written once: recorded again, with other verdicts, nothing changes.
+	noErr(t, s.CompleteExpressBatch(t.Context(), "batch-1", []notify.ExpressDone{
+		{ID: sent.ID, Updates: []notify.DeliveryUpdate{{ID: sentPush.ID, Status: notify.DeliveryFailed, Reason: "rejected", At: at}}},
+	}))
+	if got := getStats(t, s, sent.ID); got.FinalStatus() != notify.StatusSent {
+		t.Fatalf("after the batch again: %+v", got)
+	}
+	// A hand-over (a redelivered ingest message once the lease ran out) resends nothing.
+	noErr(t, s.HandOverExpress(t.Context(), sent.ID, nil, true))
+	got, err := s.GetNotification(t.Context(), sent.ID)
+	noErr(t, err)
+	if got.Status != notify.StatusSent {
+		t.Fatalf("after a hand-over: %s", got.Status)
+	}
+	wantChannel(t, got.Stats, notify.ChannelPush, notify.ChannelStats{Total: 1, Sent: 1})
 }
