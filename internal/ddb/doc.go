@@ -24,6 +24,10 @@
 //	pk N#<id>#S#<00..15>  sk S              counter shard: total_<channel>, sent_<channel>,
 //	                                        failed_<channel>, skipped_<channel>, chunks_prepared
 //	pk N#<id>#C#<chunk>   sk C              prepared-chunk marker, ttl = 30 days
+//	pk XV#<batch>         sk XV             the verdicts of an ingest invocation's express
+//	                                        notifications (doc: id → verdicts, compact JSON),
+//	                                        applied on every read of one still undecided in its
+//	                                        own item (store_verdicts.go); no ttl
 //	pk B#<id>             sk B              inbox broadcast claim (doc: notify.Broadcast as JSON),
 //	                                        ttl from its ExpiresAt: PutBroadcast's idempotency
 //	pk BA#<app>#<00..07>  sk <expiry>#<id>  a copy of the broadcast per target app and read shard;

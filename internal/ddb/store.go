@@ -36,8 +36,6 @@ type Store struct {
 	// txBudget is the most bytes CreateNotification puts into its one transaction before it
 	// writes recipient chunks ahead of it instead; a field so tests can force that path.
 	txBudget int
-
-	memo expressMemo // what createExpress wrote, for CompleteExpress
 }
 
 var _ notify.Store = (*Store)(nil)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -25,45 +24,6 @@ import (
 
 // expressAttempts bounds the optimistic read-modify-write loops below.
 const expressAttempts = 8
-
-// expressMemo remembers, for each express notification this Store created, the express
-// attribute and status it wrote, so that CompleteExpress — in the same invocation, moments later
-// — conditions its update on them instead of reading the item first: a consistent read is a
-// read unit and a round trip on every single send. A memo that is no longer true (the item
-// changed: a cancel, a hand-over) fails the condition, and CompleteExpress reads and tries again
-// as it would have. An entry is taken by its first use; the map is bounded, and a full one
-// drops an entry, which only costs that notification the read.
-type expressMemo struct {
-	mu sync.Mutex
-	m  map[string]expressState
-}
-
-type expressState struct{ x, status string }
-
-const expressMemoMax = 4096
-
-func (m *expressMemo) put(id string, st expressState) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil {
-		m.m = make(map[string]expressState)
-	}
-	if len(m.m) >= expressMemoMax {
-		for k := range m.m {
-			delete(m.m, k)
-			break
-		}
-	}
-	m.m[id] = st
-}
-
-func (m *expressMemo) take(id string) (expressState, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	st, ok := m.m[id]
-	delete(m.m, id)
-	return st, ok
-}
 
 // createExpress stores c as one item. The id of a notification sent with an idempotency key is
 // derived from the key (notify.NotificationIDFor), so the item's own condition dedupes; only an
@@ -122,7 +82,6 @@ func (s *Store) createExpress(ctx context.Context, c *notify.Notification, body 
 	if err != nil {
 		return nil, false, wrapErr(op, err)
 	}
-	s.memo.put(c.ID, expressState{x: main.Express, status: main.Status})
 	return notify.ExpressView(c), true, nil
 }
 
@@ -153,26 +112,13 @@ func (s *Store) readExpressItem(ctx context.Context, id string) (main *notificat
 	return main, x, nil
 }
 
-// CompleteExpress implements notify.ExpressStore: one UpdateItem conditioned on the express
-// attribute and status this Store wrote when it created the notification (expressMemo), or else
-// on those of a consistent read of the main item (a racing writer makes it read again).
+// CompleteExpress implements notify.ExpressStore: a consistent read of the main item, then one
+// UpdateItem conditioned on the express attribute and status it read (a racing writer makes it
+// read again). The ingest path records verdicts with CompleteExpressBatch; this is its fallback.
 func (s *Store) CompleteExpress(ctx context.Context, id string, updates []notify.DeliveryUpdate) (int, error) {
 	op := "complete express " + id
-	memo, memoOK := s.memo.take(id)
 	for attempt := 0; attempt < expressAttempts; attempt++ {
-		var (
-			main *notificationItem
-			x    *notify.Express
-			err  error
-		)
-		fromMemo := memoOK
-		if memoOK {
-			memoOK = false
-			main, x = &notificationItem{Status: memo.status, Express: memo.x}, new(notify.Express)
-			err = json.Unmarshal([]byte(memo.x), x)
-		} else {
-			main, x, err = s.readExpressItem(ctx, id)
-		}
+		main, x, err := s.readExpressItem(ctx, id)
 		if err != nil {
 			return 0, wrapErr(op, err)
 		}
@@ -183,9 +129,6 @@ func (s *Store) CompleteExpress(ctx context.Context, id string, updates []notify
 		status := notify.NotificationStatus(main.Status)
 		finish := !x.Pending() && status == notify.StatusProcessing
 		if applied == 0 && !finish {
-			if fromMemo {
-				continue // nothing to write by the memo: what the item says decides (EINVALID, ENOTFOUND)
-			}
 			return 0, nil
 		}
 		b, err := json.Marshal(x)
