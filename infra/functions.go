@@ -362,11 +362,15 @@ func (h *herald) addFunction(name string) error {
 				jsii.String(fmt.Sprintf("%s: max_concurrency %d raised to 2, Lambda's minimum for SQS event sources", q.logical, q.maxConc)), nil)
 			maxConc = 2
 		}
-		fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(q.queue, &awslambdaeventsources.SqsEventSourceProps{
+		props := &awslambdaeventsources.SqsEventSourceProps{
 			BatchSize:               jsii.Number(float64(q.batch)),
 			MaxConcurrency:          jsii.Number(float64(maxConc)),
 			ReportBatchItemFailures: jsii.Bool(true),
-		}))
+		}
+		if q.window > 0 {
+			props.MaxBatchingWindow = awscdk.Duration_Seconds(jsii.Number(q.window.Seconds()))
+		}
+		fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(q.queue, props))
 	}
 	h.functions[name] = fn
 	h.roles[name] = role

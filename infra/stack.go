@@ -86,6 +86,7 @@ type stageQueue struct {
 	consumer string // the function that consumes it
 	batch    int
 	maxConc  int
+	window   time.Duration // MaximumBatchingWindow; 0 for none
 	queue    awssqs.Queue
 	dlq      awssqs.Queue
 }
@@ -176,7 +177,7 @@ func (h *herald) addQueues() {
 	for _, s := range h.cfg.Services {
 		h.addQueue(&stageQueue{
 			logical: notify.IngestQueue(s.Name), kind: "ingest", consumer: "ingest",
-			batch: s.BatchSize, maxConc: s.MaxConcurrency,
+			batch: s.BatchSize, maxConc: s.MaxConcurrency, window: s.BatchingWindow.D(),
 		}, 6*ingestTimeout, config.DefaultConsumer.MaxReceiveCount)
 	}
 	for _, stage := range []string{notify.StagePrepare, notify.StageSend, notify.StageRecord} {

@@ -11,10 +11,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"herald/internal/config"
 	"herald/internal/notify"
 )
 
@@ -734,4 +736,34 @@ func TestConsoleRoutes(t *testing.T) {
 			t.Errorf("admin function HERALD_CONSOLE_ADMIN_GROUP = %v, want %q", vars["HERALD_CONSOLE_ADMIN_GROUP"], jwt.AdminGroup)
 		}
 	})
+}
+
+// TestIngestBatchingWindow: a service's batching_window is its ingest mapping's
+// MaximumBatchingWindowInSeconds; a service without one hands batches over at once.
+func TestIngestBatchingWindow(t *testing.T) {
+	e := loadEnv(t, "dev")
+	if len(e.Config.Services) < 2 {
+		t.Fatalf("dev has %d services; the test needs two", len(e.Config.Services))
+	}
+	e.Name = "devwindow"
+	e.Config.Services[0].BatchingWindow, e.Config.Services[1].BatchingWindow = config.Duration(2*time.Second), 0
+	s := synthEnv(t, e, repoFunctions)
+	found := 0
+	for i, svc := range e.Config.Services[:2] {
+		q := s.idByProp(t, "AWS::SQS::Queue", "QueueName", "herald-devwindow-ingest-"+svc.Name)
+		for _, id := range s.ofType("AWS::Lambda::EventSourceMapping") {
+			p := s.props(id)
+			if ref(p["EventSourceArn"]) != q {
+				continue
+			}
+			found++
+			w, set := p["MaximumBatchingWindowInSeconds"]
+			if i == 0 && num(w) != 2 || i == 1 && set {
+				t.Errorf("%s: MaximumBatchingWindowInSeconds %v (set %v)", svc.Name, w, set)
+			}
+		}
+	}
+	if found != 2 {
+		t.Fatalf("%d ingest mappings found, want 2", found)
+	}
 }

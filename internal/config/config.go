@@ -70,6 +70,12 @@ type Service struct {
 	Admin          bool     `yaml:"admin"`           // may inspect dead letters and redrive them (/v1/admin/…)
 	MaxConcurrency int      `yaml:"max_concurrency"` // ingest consumers (Lambda MaximumConcurrency)
 	BatchSize      int      `yaml:"batch_size"`      // ingest messages per invocation
+	// BatchingWindow is how long a batch of the ingest queue is gathered before it is handled
+	// (Lambda's MaximumBatchingWindowInSeconds; locally the worker waits as long): 0, the
+	// default, hands over whatever is there at once. A window adds up to its length to every
+	// send's latency and, under light traffic, fills batches — fewer invocations, receives and
+	// deletes per notification.
+	BatchingWindow Duration `yaml:"batching_window"`
 	Lane           string   `yaml:"lane"`            // default lane for transactional sends: realtime
 }
 
@@ -486,6 +492,9 @@ func (c *Config) Validate() error {
 		}
 		if s.BatchSize < 1 || s.BatchSize > 10 {
 			bad(key+".batch_size", "%d is outside 1–10", s.BatchSize)
+		}
+		if w := s.BatchingWindow.D(); w < 0 || w > 300*time.Second || w%time.Second != 0 {
+			bad(key+".batching_window", "%v is not whole seconds from 0 to 300s (Lambda's MaximumBatchingWindowInSeconds)", w)
 		}
 		if s.Lane != "realtime" && s.Lane != "bulk" {
 			bad(key+".lane", "%q: want realtime or bulk", s.Lane)

@@ -234,3 +234,17 @@ func TestExpressMaxRecipients(t *testing.T) {
 		}
 	}
 }
+
+func TestServiceBatchingWindow(t *testing.T) {
+	t.Parallel()
+	const head = "env: dev\nsandbox: true\ncontacts: {encryption_key: aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}\nservices: [{name: orders, api_keys: [orders-key-123], batching_window: "
+	c, err := Parse([]byte(head + "2s}]\n"))
+	if err != nil || c.Services[0].BatchingWindow.D() != 2*time.Second {
+		t.Fatalf("2s: %+v, %v", c, err)
+	}
+	for _, bad := range []string{"301s", "1500ms", "-1s"} {
+		if _, err := Parse([]byte(head + bad + "}]\n")); err == nil || !strings.Contains(err.Error(), "services[0].batching_window") {
+			t.Errorf("%s: %v, want a problem naming services[0].batching_window", bad, err)
+		}
+	}
+}

@@ -305,9 +305,11 @@ func (r *Runtime) consumers() []consumer {
 	}
 	var out []consumer
 	for _, s := range cfg.Services {
-		out = append(out, mk(notify.IngestQueue(s.Name), notify.StageIngest, s.Name, config.Consumer{
+		c := mk(notify.IngestQueue(s.Name), notify.StageIngest, s.Name, config.Consumer{
 			BatchSize: s.BatchSize, MaxConcurrency: s.MaxConcurrency, VisibilityTimeout: config.Duration(30 * time.Second), MaxReceiveCount: 5,
-		}))
+		})
+		c.Window = s.BatchingWindow.D()
+		out = append(out, c)
 	}
 	for _, l := range notify.Lanes {
 		lc := cfg.Lanes[string(l)]

@@ -20,6 +20,9 @@ type Consumer struct {
 	BatchSize      int
 	MaxConcurrency int
 	Visibility     time.Duration
+	// Window is how long a batch is gathered before it is handled (a service's batching_window):
+	// as Lambda's event source mapping, the batch goes once it is full or the window is over.
+	Window time.Duration
 	Handler        pipeline.Handler
 	RetryBase      time.Duration
 	RetryMax       time.Duration
@@ -95,6 +98,7 @@ func worker(ctx context.Context, q notify.Queue, c Consumer, log *slog.Logger) {
 		if len(msgs) == 0 {
 			continue
 		}
+		msgs = gather(ctx, q, c, msgs, log)
 		// The batch runs to completion even when shutdown begins: that is the drain.
 		switch {
 		case c.Gate != nil && c.Foreground:
@@ -127,6 +131,30 @@ func handle(ctx context.Context, q notify.Queue, c Consumer, msgs []notify.Messa
 			log.Error("delete failed", "message_id", m.ID, "error", derr)
 		}
 	}
+}
+
+// gather adds to msgs, a batch's first messages, what arrives within the consumer's window,
+// until the batch is full.
+func gather(ctx context.Context, q notify.Queue, c Consumer, msgs []notify.Message, log *slog.Logger) []notify.Message {
+	if c.Window <= 0 {
+		return msgs
+	}
+	end := time.Now().Add(c.Window)
+	for len(msgs) < c.BatchSize && ctx.Err() == nil {
+		left := time.Until(end)
+		if left <= 0 {
+			break
+		}
+		more, err := q.Receive(ctx, c.Queue, c.BatchSize-len(msgs), c.Visibility, min(left, time.Second))
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Error("receive failed", "queue", c.Queue, "error", err)
+			}
+			break
+		}
+		msgs = append(msgs, more...)
+	}
+	return msgs
 }
 
 func sleep(ctx context.Context, d time.Duration) {
