@@ -300,57 +300,20 @@ func TestCampaignStepFailingForeverFailsTheExecution(t *testing.T) {
 	}
 }
 
-// withSendBatchRetry returns the campaign definition with a Retry on SendBatch, as
-// infra/campaign.go would write it with CampaignSendBatch.AddRetry.
-func withSendBatchRetry(t *testing.T) *asl.Machine {
-	t.Helper()
-	b, err := os.ReadFile("testdata/campaign.asl.json")
+// A transient SQS error on SendBatch is retried by the synthesized definition (infra/campaign.go:
+// 7 attempts, backoff with jitter), and the page is dispatched whole.
+func TestCampaignSendBatchRetried(t *testing.T) {
+	f := &fakeCampaign{pages: 1, batches: 2, sendFailures: []error{
+		&asl.Error{Name: "SQS.SdkClientException", Cause: "connection reset"},
+		&asl.Error{Name: "SQS.SdkClientException", Cause: "connection reset"},
+	}}
+	out, err, h, _ := runCampaign(t, f)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, h)
 	}
-	var def map[string]any
-	if err := json.Unmarshal(b, &def); err != nil {
-		t.Fatal(err)
+	if n := h.Retries("SendBatch"); n != 2 || len(f.sent) != 2 || !strings.Contains(string(out), `"done":true`) {
+		t.Fatalf("%d retries, sent %v, output %s\n%s", n, f.sent, out, h)
 	}
-	send := def["States"].(map[string]any)["DispatchBatches"].(map[string]any)["ItemProcessor"].(map[string]any)["States"].(map[string]any)["SendBatch"].(map[string]any)
-	send["Retry"] = []any{map[string]any{"ErrorEquals": []any{"States.TaskFailed"}, "IntervalSeconds": 1, "MaxAttempts": 5, "BackoffRate": 2, "JitterStrategy": "FULL"}}
-	b, _ = json.Marshal(def)
-	return mustParse(t, string(b))
-}
-
-func TestCampaignSendBatchFailure(t *testing.T) {
-	transient := func() []error {
-		return []error{
-			&asl.Error{Name: "SQS.SdkClientException", Cause: "connection reset"},
-			&asl.Error{Name: "SQS.SdkClientException", Cause: "connection reset"},
-		}
-	}
-	t.Run("the synthesized definition does not retry it", func(t *testing.T) {
-		// SendBatch has no Retry and DispatchBatches no Retry or Catch: one transient SQS error
-		// fails the execution, and the campaign is left RUNNING with no execution driving it.
-		f := &fakeCampaign{pages: 1, batches: 2, sendFailures: transient()}
-		_, err, h, _ := runCampaign(t, f)
-		var ae *asl.Error
-		if !errors.As(err, &ae) || ae.Name != "SQS.SdkClientException" || ae.State != "DispatchBatches" {
-			t.Fatalf("err = %v (if SendBatch now retries, update the fixture and this test)\n%s", err, h)
-		}
-		if h.Retries("SendBatch") != 0 {
-			t.Fatalf("history\n%s", h)
-		}
-	})
-	t.Run("with a Retry on SendBatch", func(t *testing.T) {
-		f := &fakeCampaign{pages: 1, batches: 2, sendFailures: transient()}
-		e := env()
-		e.Integrations = f.integrations()
-		e.Rand = func() float64 { return 1 }
-		out, err := withSendBatchRetry(t).Run(context.Background(), json.RawMessage(`{"campaign_id":"c1","generation":0}`), e)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, e.History)
-		}
-		if n := e.History.Retries("SendBatch"); n != 2 || len(f.sent) != 2 || !strings.Contains(string(out), `"done":true`) {
-			t.Fatalf("%d retries, sent %v, output %s\n%s", n, f.sent, out, e.History)
-		}
-	})
 }
 
 func TestCampaignContinuesAsNew(t *testing.T) {

@@ -42,7 +42,7 @@ func devStack(t *testing.T) (*iam.Stack, *cfn.Resolver) {
 
 func TestDevTemplatePolicies(t *testing.T) {
 	s, r := devStack(t)
-	if n := len(s.Roles); n != 11 {
+	if n := len(s.Roles); n != 15 {
 		t.Fatalf("%d roles: %v", n, s.RoleARNs())
 	}
 	fnArn := func(id string) string {
@@ -64,7 +64,7 @@ func TestDevTemplatePolicies(t *testing.T) {
 		{"send queries a deliveries index", iam.Request{Principal: role("fn-send"), Action: "dynamodb:Query", Resource: ddbPrefix + "deliveries/index/by-notification"}, true, ""},
 		{"send as its Lambda session", iam.Request{Principal: "arn:aws:sts::123456789012:assumed-role/herald-dev-fn-send/herald-dev-send", Action: "dynamodb:UpdateItem", Resource: ddbPrefix + "deliveries"}, true, ""},
 		{"send may not write users", iam.Request{Principal: role("fn-send"), Action: "dynamodb:PutItem", Resource: ddbPrefix + "users"}, false, "implicit deny"},
-		{"send may not enqueue to ingest", iam.Request{Principal: role("fn-send"), Action: "sqs:SendMessage", Resource: devPrefix + "ingest-orders"}, false, "implicit deny"},
+		{"send may not enqueue to ingest", iam.Request{Principal: role("fn-send"), Action: "sqs:SendMessage", Resource: devPrefix + "ingest-orders"}, false, "OnlyServiceAndHeraldSend"},
 		{"send requeues to its lane", iam.Request{Principal: role("fn-send"), Action: "sqs:SendMessage", Resource: devPrefix + "send-realtime"}, true, ""},
 		{"send over plain HTTP is denied by the queue policy", iam.Request{Principal: role("fn-send"), Action: "sqs:SendMessage", Resource: devPrefix + "send-realtime",
 			Context: map[string]string{"aws:SecureTransport": "false"}}, false, "explicit deny in SendRealtimeQueuePolicy"},
@@ -72,12 +72,12 @@ func TestDevTemplatePolicies(t *testing.T) {
 			Resource: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:herald/dev/fcm-default-AbC123"}, true, ""},
 		{"send writes its logs", iam.Request{Principal: role("fn-send"), Action: "logs:PutLogEvents",
 			Resource: "arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/herald-dev-send:log-stream:x"}, true, ""},
-		{"an unlisted role may not send to an ingest queue", iam.Request{Principal: "arn:aws:iam::123456789012:role/some-other-app", Action: "sqs:SendMessage", Resource: devPrefix + "ingest-orders"}, false, "implicit deny"},
+		{"an unlisted role may not send to an ingest queue", iam.Request{Principal: "arn:aws:iam::123456789012:role/some-other-app", Action: "sqs:SendMessage", Resource: devPrefix + "ingest-orders"}, false, "OnlyServiceAndHeraldSend"},
 		{"the scheduler role fires reserved sends into ingest", iam.Request{Principal: role("scheduler"), Action: "sqs:SendMessage", Resource: devPrefix + "ingest-marketing"}, true, "FireReservedSends"},
 		{"the scheduler role may not feed prepare", iam.Request{Principal: role("scheduler"), Action: "sqs:SendMessage", Resource: devPrefix + "prepare-bulk"}, false, ""},
 		{"ingest starts campaigns", iam.Request{Principal: role("fn-ingest"), Action: "states:StartExecution", Resource: campaignMachine}, true, ""},
-		{"api reads campaign executions (overflow managed policy)", iam.Request{Principal: role("fn-api"), Action: "states:DescribeExecution",
-			Resource: "arn:aws:states:eu-west-1:123456789012:execution:herald-dev-campaign:c1-g0"}, true, "FnApiRoleOverflowPolicy"},
+		{"api reads campaign executions", iam.Request{Principal: role("fn-api"), Action: "states:DescribeExecution",
+			Resource: "arn:aws:states:eu-west-1:123456789012:execution:herald-dev-campaign:c1-g0"}, true, "ReadCampaignExecutions"},
 		{"the state machine invokes the campaign function", iam.Request{Principal: s.Roles["CampaignRole4680252C"], Action: "lambda:InvokeFunction", Resource: fnArn("FnCampaignB4A49CD5")}, true, ""},
 		{"the state machine dispatches to prepare-bulk", iam.Request{Principal: s.Roles["CampaignRole4680252C"], Action: "sqs:SendMessage", Resource: devPrefix + "prepare-bulk"}, true, ""},
 		{"the state machine continues as new", iam.Request{Principal: s.Roles["CampaignRole4680252C"], Action: "states:StartExecution", Resource: campaignMachine}, true, ""},
@@ -86,8 +86,10 @@ func TestDevTemplatePolicies(t *testing.T) {
 			Context: map[string]string{"aws:SourceArn": apiSource + "/$default/POST/v1/{proxy+}"}}, true, "ApiANYv1proxyApiIntegrationPermission"},
 		{"API Gateway of another API may not", iam.Request{Principal: "apigateway.amazonaws.com", Action: "lambda:InvokeFunction", Resource: fnArn("FnApi6FF11E4C"),
 			Context: map[string]string{"aws:SourceArn": "arn:aws:execute-api:eu-west-1:123456789012:otherapi/$default/POST/v1/{proxy+}"}}, false, ""},
-		{"SES publishes feedback", iam.Request{Principal: "ses.amazonaws.com", Action: "sns:Publish", Resource: r.Resources["SesFeedbackTopicFBAAA249"].Ref,
-			Context: map[string]string{"aws:SourceAccount": devAcct}}, true, "PublisherMayPublish"},
+		{"SES publishes feedback for the configuration set", iam.Request{Principal: "ses.amazonaws.com", Action: "sns:Publish", Resource: r.Resources["SesFeedbackTopicFBAAA249"].Ref,
+			Context: map[string]string{"aws:SourceAccount": devAcct, "aws:SourceArn": "arn:aws:ses:eu-west-1:123456789012:configuration-set/herald-dev"}}, true, "SesFeedbackTopicPolicy"},
+		{"SES may not publish for another configuration set", iam.Request{Principal: "ses.amazonaws.com", Action: "sns:Publish", Resource: r.Resources["SesFeedbackTopicFBAAA249"].Ref,
+			Context: map[string]string{"aws:SourceAccount": devAcct, "aws:SourceArn": "arn:aws:ses:eu-west-1:123456789012:configuration-set/other"}}, false, ""},
 		{"SES of another account may not", iam.Request{Principal: "ses.amazonaws.com", Action: "sns:Publish", Resource: r.Resources["SesFeedbackTopicFBAAA249"].Ref,
 			Context: map[string]string{"aws:SourceAccount": "999999999999"}}, false, ""},
 		{"the lists bucket refuses plain HTTP", iam.Request{Principal: role("fn-audience"), Action: "s3:GetObject", Resource: r.Resources["ListsBucketE9CCB366"].Attrs["Arn"] + "/lists/a.csv",
@@ -119,17 +121,13 @@ func TestDevTemplateTrust(t *testing.T) {
 	}
 }
 
-// TestIngestQueueProducerPolicy checks, on the real ingest queue and a queue policy of the shape
-// a per-service producer policy takes, that only the listed producer may send.
+// TestIngestQueueProducerPolicy checks, on the real ingest queue and its own policy, that only
+// the service's producer (and Herald's scheduler) may send, whatever an identity policy grants.
 func TestIngestQueueProducerPolicy(t *testing.T) {
 	s, _ := devStack(t)
 	queue := devPrefix + "ingest-orders"
 	producer := "arn:aws:iam::123456789012:role/orders-service"
-	perService := iam.MustParsePolicy("IngestOrdersProducers", `{"Version":"2012-10-17","Statement":[
-		{"Sid":"Producers","Effect":"Allow","Principal":{"AWS":"`+producer+`"},"Action":"sqs:SendMessage","Resource":"`+queue+`"},
-		{"Sid":"OnlyProducers","Effect":"Deny","Principal":"*","Action":"sqs:SendMessage","Resource":"`+queue+`",
-		 "Condition":{"ArnNotEquals":{"aws:PrincipalArn":["`+producer+`","`+role("scheduler")+`"]}}}]}`)
-	resource := append(s.ResourcePolicies(queue), perService)
+	resource := s.ResourcePolicies(queue)
 	for principal, want := range map[string]bool{
 		producer:          true,
 		role("scheduler"): true,
@@ -143,7 +141,7 @@ func TestIngestQueueProducerPolicy(t *testing.T) {
 	}
 	// A broad identity grant does not get past the queue's explicit deny.
 	broad := []iam.Policy{iam.MustParsePolicy("Broad", `{"Statement":[{"Effect":"Allow","Action":"sqs:*","Resource":"*"}]}`)}
-	if d := iam.Evaluate(iam.Request{Principal: "arn:aws:iam::123456789012:role/payments-service", Action: "sqs:SendMessage", Resource: queue}, broad, resource); d.Allowed || !strings.Contains(d.Reason, "OnlyProducers") {
+	if d := iam.Evaluate(iam.Request{Principal: "arn:aws:iam::123456789012:role/payments-service", Action: "sqs:SendMessage", Resource: queue}, broad, resource); d.Allowed || !strings.Contains(d.Reason, "OnlyServiceAndHeraldSend") {
 		t.Fatalf("%v %s", d.Allowed, d.Reason)
 	}
 }
