@@ -234,6 +234,22 @@ func (b *Builder) write(ctx context.Context, j *notify.ExportJob) (rows int64, s
 	return rows, cw.n, nil
 }
 
+// walk pages through a listing from its first page: page(cursor) writes one page's rows and
+// returns the next cursor ("" after the last); the job is checkpointed between pages.
+func walk(checkpoint func() error, page func(cursor string) (next string, err error)) error {
+	cursor := ""
+	for {
+		next, err := page(cursor)
+		if err != nil || next == "" {
+			return err
+		}
+		cursor = next
+		if err := checkpoint(); err != nil {
+			return err
+		}
+	}
+}
+
 // DeliveryColumns are the columns of a deliveries export, in order.
 var DeliveryColumns = []string{"delivery_id", "notification_id", "user_id", "channel", "provider", "app",
 	"address", "status", "reason", "detail", "attempts", "provider_message_id", "updated_at"}
@@ -261,11 +277,10 @@ func (b *Builder) deliveries(ctx context.Context, j *notify.ExportJob, rw *rowWr
 	if _, err := rw.header(columns); err != nil {
 		return err
 	}
-	cursor := ""
-	for {
+	return walk(checkpoint, func(cursor string) (string, error) {
 		ds, next, err := b.d.Deliveries.ListDeliveries(ctx, f.NotificationID, cursor, b.Page)
 		if err != nil {
-			return fmt.Errorf("list deliveries of %s: %w", f.NotificationID, err)
+			return "", fmt.Errorf("list deliveries of %s: %w", f.NotificationID, err)
 		}
 		for _, d := range ds {
 			if (f.Status != "" && string(d.Status) != f.Status) || (f.Channel != "" && string(d.Channel) != f.Channel) ||
@@ -282,17 +297,11 @@ func (b *Builder) deliveries(ctx context.Context, j *notify.ExportJob, rw *rowWr
 				rec = append(rec, raw[d.ID]) // empty: the address is no longer where the send found it
 			}
 			if err := emit(rec); err != nil {
-				return err
+				return "", err
 			}
 		}
-		if next == "" {
-			return nil
-		}
-		cursor = next
-		if err := checkpoint(); err != nil {
-			return err
-		}
-	}
+		return next, nil
+	})
 }
 
 // AuditColumns are the columns of an audit export, in order.
@@ -306,30 +315,23 @@ func (b *Builder) audit(ctx context.Context, j *notify.ExportJob, rw *rowWriter,
 		return err
 	}
 	f := notify.AuditFilter{Action: notify.AuditAction(j.Filter.Action), From: j.Filter.From, To: j.Filter.To}
-	cursor := ""
-	for {
+	return walk(checkpoint, func(cursor string) (string, error) {
 		es, next, err := b.d.Audit.ListAudit(ctx, f, cursor, notify.MaxAuditPage)
 		if err != nil {
-			return fmt.Errorf("list audit: %w", err)
+			return "", fmt.Errorf("list audit: %w", err)
 		}
 		for _, e := range es {
 			params, err := json.Marshal(notify.SanitizeAuditParams(e.Params))
 			if err != nil {
-				return err
+				return "", err
 			}
 			if err := emit([]string{e.ID, stamp(e.At), e.Actor, string(e.ActorKind), string(e.Action), e.TargetType,
 				e.TargetID, string(params), e.Result, e.RequestID}); err != nil {
-				return err
+				return "", err
 			}
 		}
-		if next == "" {
-			return nil
-		}
-		cursor = next
-		if err := checkpoint(); err != nil {
-			return err
-		}
-	}
+		return next, nil
+	})
 }
 
 // NotificationColumns are the columns of a notifications export, in order. total, sent, failed
@@ -348,11 +350,10 @@ func (b *Builder) notifications(ctx context.Context, j *notify.ExportJob, rw *ro
 		return err
 	}
 	f := notify.NotificationFilter{Service: j.Service, Status: notify.NotificationStatus(j.Filter.Status), From: j.Filter.From, To: j.Filter.To}
-	cursor := ""
-	for {
+	return walk(checkpoint, func(cursor string) (string, error) {
 		page, next, err := b.d.Notifications.ListNotifications(ctx, f, cursor, min(b.Page, notify.MaxReservedPage))
 		if err != nil {
-			return fmt.Errorf("list notifications of %s: %w", j.Service, err)
+			return "", fmt.Errorf("list notifications of %s: %w", j.Service, err)
 		}
 		for _, sum := range page {
 			n, err := b.d.Notifications.GetNotification(ctx, sum.ID)
@@ -360,7 +361,7 @@ func (b *Builder) notifications(ctx context.Context, j *notify.ExportJob, rw *ro
 				continue // removed since it was listed
 			}
 			if err != nil {
-				return fmt.Errorf("read notification %s: %w", sum.ID, err)
+				return "", fmt.Errorf("read notification %s: %w", sum.ID, err)
 			}
 			if j.Filter.Channel != "" && !n.HasChannel(notify.Channel(j.Filter.Channel)) {
 				continue
@@ -384,17 +385,11 @@ func (b *Builder) notifications(ctx context.Context, j *notify.ExportJob, rw *ro
 			if err := emit([]string{n.ID, stamp(n.CreatedAt), stamp(n.UpdatedAt), string(n.Status), string(n.Category), string(lane),
 				strings.Join(channels, " "), strconv.Itoa(n.RecipientCount), strconv.Itoa(sum.Total), strconv.Itoa(sum.Sent),
 				strconv.Itoa(sum.Failed), strconv.Itoa(sum.Skipped), n.TemplateName, version, campaign, n.IdempotencyKey}); err != nil {
-				return err
+				return "", err
 			}
 		}
-		if next == "" {
-			return nil
-		}
-		cursor = next
-		if err := checkpoint(); err != nil {
-			return err
-		}
-	}
+		return next, nil
+	})
 }
 
 // SuppressionColumns are the columns of a suppressions export, in order: what the stores keep,
@@ -409,25 +404,18 @@ func (b *Builder) suppressions(ctx context.Context, j *notify.ExportJob, rw *row
 		return err
 	}
 	f := notify.SuppressionFilter{Channel: notify.Channel(j.Filter.Channel), Reason: j.Filter.Reason, From: j.Filter.From, To: j.Filter.To}
-	cursor := ""
-	for {
+	return walk(checkpoint, func(cursor string) (string, error) {
 		page, next, err := b.d.Suppressions.ListSuppressions(ctx, f, cursor, min(b.Page, notify.MaxSuppressionPage))
 		if err != nil {
-			return fmt.Errorf("list suppressions: %w", err)
+			return "", fmt.Errorf("list suppressions: %w", err)
 		}
 		for _, sp := range page {
 			if err := emit([]string{sp.Masked, string(sp.Channel), sp.Reason, stamp(sp.CreatedAt)}); err != nil {
-				return err
+				return "", err
 			}
 		}
-		if next == "" {
-			return nil
-		}
-		cursor = next
-		if err := checkpoint(); err != nil {
-			return err
-		}
-	}
+		return next, nil
+	})
 }
 
 func stamp(t time.Time) string {
