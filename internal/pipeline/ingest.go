@@ -32,11 +32,8 @@ func (p *Pipeline) Ingest(service string, scheduler notify.Scheduler) Handler {
 }
 
 func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler notify.Scheduler, m notify.Message) error {
-	if bytes.Contains(m.Body, []byte(`"fire"`)) {
-		var f notify.FireMessage
-		if err := json.Unmarshal(m.Body, &f); err == nil && f.Fire != "" {
-			return p.fire(ctx, service, scheduler, f)
-		}
+	if f, ok := fireOf(m.Body); ok {
+		return p.fire(ctx, service, scheduler, f)
 	}
 	if bytes.Contains(m.Body, []byte(`"notifications"`)) {
 		var top map[string]json.RawMessage

@@ -185,14 +185,7 @@ func (p *Pipeline) sendBatch(ctx context.Context, n *notify.Notification, sm sen
 	if err := p.followUp(ctx, n, sm, o, sm.Retry+1); err != nil {
 		return err
 	}
-	delta := map[notify.Channel]notify.ChannelStats{}
-	for _, u := range o.updates {
-		notify.CountDelivery(delta, ch, u.Status, u.Reason, false)
-	}
-	for _, d := range fallbacks {
-		notify.CountDelivery(delta, d.Channel, d.Status, d.Reason, true)
-	}
-	if _, err := p.store.CompleteBatch(ctx, n.ID, sm.BatchID, delta, p.clock.Now()); err != nil {
+	if err := p.completeBatch(ctx, n, sm, ch, o, fallbacks); err != nil {
 		return fmt.Errorf("send %s batch %s: complete: %w", n.ID, sm.BatchID, err)
 	}
 	p.logBatch(ctx, n, sm, o, len(sm.Items), start)
@@ -432,4 +425,18 @@ func (p *Pipeline) claimBatch(ctx context.Context, what string, n *notify.Notifi
 		return false, nil
 	}
 	return true, nil
+}
+
+// completeBatch marks bulk batch sm done with the counts its outcome makes: o's verdicts on
+// channel ch, and the fallback deliveries they created (counted as new ones).
+func (p *Pipeline) completeBatch(ctx context.Context, n *notify.Notification, sm sendMsg, ch notify.Channel, o outcome, fallbacks []notify.Delivery) error {
+	delta := map[notify.Channel]notify.ChannelStats{}
+	for _, u := range o.updates {
+		notify.CountDelivery(delta, ch, u.Status, u.Reason, false)
+	}
+	for _, d := range fallbacks {
+		notify.CountDelivery(delta, d.Channel, d.Status, d.Reason, true)
+	}
+	_, err := p.store.CompleteBatch(ctx, n.ID, sm.BatchID, delta, p.clock.Now())
+	return err
 }

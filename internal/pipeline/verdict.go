@@ -255,15 +255,7 @@ func (p *Pipeline) checkVerdicts(ctx context.Context, body []byte) error {
 		if err := p.followUp(ctx, n, sm, o, sm.Retry+1); err != nil {
 			return err
 		}
-		ch := channelOf(vm.Provider)
-		delta := map[notify.Channel]notify.ChannelStats{}
-		for _, u := range o.updates {
-			notify.CountDelivery(delta, ch, u.Status, u.Reason, false)
-		}
-		for _, d := range fallbacks {
-			notify.CountDelivery(delta, d.Channel, d.Status, d.Reason, true)
-		}
-		if _, err := p.store.CompleteBatch(ctx, n.ID, sm.BatchID, delta, p.clock.Now()); err != nil {
+		if err := p.completeBatch(ctx, n, sm, channelOf(vm.Provider), o, fallbacks); err != nil {
 			return fmt.Errorf("verdict check %s batch %s: complete: %w", n.ID, sm.BatchID, err)
 		}
 	}
