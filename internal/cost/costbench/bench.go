@@ -161,24 +161,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	// (a) the same sends through API Gateway and the api function, a few callers at once.
 	if err := measure(TitleAPI, o.Sends, func(ctx context.Context) error {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		errs := make(chan error, 4)
-		for range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := int(next.Add(1) - 1); i < o.Sends; i = int(next.Add(1) - 1) {
-					if _, err := w.call(ctx, api, "POST", "/v1/notifications", sendRequest(fmt.Sprintf("cost-%d-a-%d", run, i), i, "push", "inbox"), 202); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		return <-errs
+		return parallel(o.Sends, 4, func(i int) error {
+			_, err := w.call(ctx, api, "POST", "/v1/notifications", sendRequest(fmt.Sprintf("cost-%d-a-%d", run, i), i, "push", "inbox"), 202)
+			return err
+		})
 	}); err != nil {
 		return nil, err
 	}
@@ -266,25 +252,35 @@ func userID(prefix string, i int) string { return fmt.Sprintf("%s-%07d", prefix,
 // marketing, each has consented to marketing (at night too).
 func (w *world) devices(ctx context.Context, prefix, app string, n int, marketing bool) error {
 	now := time.Now()
+	return parallel(n, 8, func(i int) error {
+		d := notify.Device{UserID: userID(prefix, i), Platform: notify.PlatformFCM, App: app,
+			Token: fmt.Sprintf("%s-%07d-fcm-token-padding-to-a-realistic-length", prefix, i), Environment: "production"}
+		if err := w.env.Store.PutDevice(ctx, d); err != nil {
+			return fmt.Errorf("register devices: %w", err)
+		}
+		if !marketing {
+			return nil
+		}
+		if err := w.env.Store.PutPreferences(ctx, notify.Preferences{UserID: d.UserID, MarketingConsent: &now, NightConsent: &now, UpdatedAt: now}); err != nil {
+			return fmt.Errorf("marketing consent: %w", err)
+		}
+		return nil
+	})
+}
+
+// parallel runs f(0) … f(n-1) on workers goroutines and returns the first error; a worker stops
+// at its first.
+func parallel(n, workers int, f func(i int) error) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for range 8 {
+	errs := make(chan error, workers)
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				d := notify.Device{UserID: userID(prefix, i), Platform: notify.PlatformFCM, App: app,
-					Token: fmt.Sprintf("%s-%07d-fcm-token-padding-to-a-realistic-length", prefix, i), Environment: "production"}
-				if err := w.env.Store.PutDevice(ctx, d); err != nil {
-					errs <- fmt.Errorf("register devices: %w", err)
-					return
-				}
-				if !marketing {
-					continue
-				}
-				if err := w.env.Store.PutPreferences(ctx, notify.Preferences{UserID: d.UserID, MarketingConsent: &now, NightConsent: &now, UpdatedAt: now}); err != nil {
-					errs <- fmt.Errorf("marketing consent: %w", err)
+				if err := f(i); err != nil {
+					errs <- err
 					return
 				}
 			}
