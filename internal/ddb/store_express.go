@@ -106,7 +106,7 @@ func (s *Store) readExpressItem(ctx context.Context, id string) (main *notificat
 	}
 	// Its batch's verdicts, if recorded, are applied to x (not to main, whose express attribute
 	// and status the writes are conditioned on): a write of x folds them into the item.
-	if _, err := s.resolveVerdicts(ctx, id, x, notify.NotificationStatus(main.Status)); err != nil {
+	if _, err := s.resolveVerdicts(ctx, id, x, notify.NotificationStatus(main.Status), nil); err != nil {
 		return nil, nil, err
 	}
 	return main, x, nil

@@ -48,6 +48,7 @@ func (s *Store) ListNotifications(ctx context.Context, f notify.NotificationFilt
 	proj := e.n(attrPK) + ", " + e.n(attrSK) + ", " + e.n("id") + ", " + e.n("service") + ", " + e.n("idempotency_key") + ", " +
 		e.n("status") + ", " + e.n("created_at") + ", " + e.n("doc") + ", " + e.n("x")
 	var out []notify.NotificationSummary
+	docs := verdictDocs{} // an ingest invocation's notifications share one batch item: read it once
 	next, err := s.scanNotifications(ctx, start, limit, e, filter, proj, func(it notificationItem) (bool, error) {
 		var doc struct {
 			Category notify.Category `json:"category"`
@@ -64,7 +65,7 @@ func (s *Store) ListNotifications(ctx context.Context, f notify.NotificationFilt
 			if err := json.Unmarshal([]byte(it.Express), &x); err != nil {
 				return false, fmt.Errorf("decode express deliveries of %s: %w", it.ID, err)
 			}
-			if status, err = s.resolveVerdicts(ctx, it.ID, &x, status); err != nil {
+			if status, err = s.resolveVerdicts(ctx, it.ID, &x, status, docs); err != nil {
 				return false, err
 			}
 		}

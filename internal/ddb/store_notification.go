@@ -441,7 +441,7 @@ func (s *Store) readNotification(ctx context.Context, id string) (*notify.Notifi
 		if err := json.Unmarshal([]byte(main.Express), n.Express); err != nil {
 			return nil, fmt.Errorf("decode express deliveries: %w", err)
 		}
-		st, err := s.resolveVerdicts(ctx, n.ID, n.Express, n.Status)
+		st, err := s.resolveVerdicts(ctx, n.ID, n.Express, n.Status, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -88,26 +88,27 @@ func (s *Store) CompleteExpressBatch(ctx context.Context, batch string, done []n
 	return wrapErr(op, err)
 }
 
+// verdictDocs holds the batch items one call has read (batch → doc; an empty doc for a batch not
+// written), so a listing of many notifications of one ingest invocation reads its item once.
+type verdictDocs map[string]map[string][]verdict
+
 // resolveVerdicts applies to x — notification id's express state, stored with status — the
 // verdicts its batch recorded for it, if it names a batch, is not final, and the batch is
 // written; it returns the status they give (notify.Express.ResolveVerdicts). A consistent
-// GetItem, only for a notification that is still undecided in its own item.
-func (s *Store) resolveVerdicts(ctx context.Context, id string, x *notify.Express, status notify.NotificationStatus) (notify.NotificationStatus, error) {
+// GetItem of the batch's item, unless docs (nil: none) holds it already.
+func (s *Store) resolveVerdicts(ctx context.Context, id string, x *notify.Express, status notify.NotificationStatus, docs verdictDocs) (notify.NotificationStatus, error) {
 	if x == nil || x.Verdicts == "" || (!x.Pending() && status != notify.StatusProcessing) {
 		return status, nil
 	}
-	var it verdictsItem
-	err := s.db.Table(s.tables.Notifications).Get(attrPK, verdictsPK(x.Verdicts)).Range(attrSK, dynamo.Equal, skVerdicts).
-		Consistent(true).One(ctx, &it)
-	if errors.Is(err, dynamo.ErrNotFound) {
-		return status, nil
-	}
-	if err != nil {
-		return status, fmt.Errorf("read verdicts of batch %s: %w", x.Verdicts, err)
-	}
-	var doc map[string][]verdict
-	if err := json.Unmarshal([]byte(it.Doc), &doc); err != nil {
-		return status, fmt.Errorf("decode verdicts of batch %s: %w", x.Verdicts, err)
+	doc, ok := docs[x.Verdicts]
+	if !ok {
+		var err error
+		if doc, err = s.readVerdicts(ctx, x.Verdicts); err != nil {
+			return status, err
+		}
+		if docs != nil {
+			docs[x.Verdicts] = doc
+		}
 	}
 	vs, ok := doc[id]
 	if !ok {
@@ -121,4 +122,22 @@ func (s *Store) resolveVerdicts(ctx context.Context, id string, x *notify.Expres
 		}
 	}
 	return x.ResolveVerdicts(status, updates), nil
+}
+
+// readVerdicts reads batch's item: an empty doc when it is not written.
+func (s *Store) readVerdicts(ctx context.Context, batch string) (map[string][]verdict, error) {
+	var it verdictsItem
+	err := s.db.Table(s.tables.Notifications).Get(attrPK, verdictsPK(batch)).Range(attrSK, dynamo.Equal, skVerdicts).
+		Consistent(true).One(ctx, &it)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return map[string][]verdict{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read verdicts of batch %s: %w", batch, err)
+	}
+	var doc map[string][]verdict
+	if err := json.Unmarshal([]byte(it.Doc), &doc); err != nil {
+		return nil, fmt.Errorf("decode verdicts of batch %s: %w", batch, err)
+	}
+	return doc, nil
 }
