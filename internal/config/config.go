@@ -76,7 +76,7 @@ type Service struct {
 	// send's latency and, under light traffic, fills batches — fewer invocations, receives and
 	// deletes per notification.
 	BatchingWindow Duration `yaml:"batching_window"`
-	Lane           string   `yaml:"lane"`            // default lane for transactional sends: realtime
+	Lane           string   `yaml:"lane"` // default lane for transactional sends: realtime
 }
 
 // Alerts say where operator events are posted for people.

@@ -22,10 +22,10 @@ type Consumer struct {
 	Visibility     time.Duration
 	// Window is how long a batch is gathered before it is handled (a service's batching_window):
 	// as Lambda's event source mapping, the batch goes once it is full or the window is over.
-	Window time.Duration
-	Handler        pipeline.Handler
-	RetryBase      time.Duration
-	RetryMax       time.Duration
+	Window    time.Duration
+	Handler   pipeline.Handler
+	RetryBase time.Duration
+	RetryMax  time.Duration
 	// Gate, when set, gives the realtime lane the machine: a Foreground consumer marks its
 	// batches busy; a Background one holds off starting a batch while any is.
 	Gate       *Gate
