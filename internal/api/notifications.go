@@ -69,28 +69,19 @@ func (s *server) prepareSend(r *http.Request, req *notify.SendRequest) (*prepare
 	service := serviceOf(r)
 	now := s.clock.Now()
 	// A request naming a template is rendered here, before anything is queued, so a missing
-	// variable is this request's 400. Its fingerprint is of the request as sent (template and
-	// data), so a retry matches it whatever the rendering.
-	var fingerprint string
-	attrs := map[string]string{}
-	if req.Template != nil {
-		fingerprint = notify.RequestFingerprint(req)
-		name, version, err := req.ApplyTemplate(ctx, s.store, service)
-		if err != nil {
-			return nil, err
-		}
-		attrs[notify.AttrTemplateName], attrs[notify.AttrTemplateVersion] = name, strconv.Itoa(version)
-	}
-	if err := req.Validate(now); err != nil {
+	// variable is this request's 400.
+	fingerprint, tmplName, tmplVersion, err := req.Prepare(ctx, s.store, service, now)
+	if err != nil {
 		return nil, err
+	}
+	attrs := map[string]string{}
+	if tmplName != "" {
+		attrs[notify.AttrTemplateName], attrs[notify.AttrTemplateVersion] = tmplName, strconv.Itoa(tmplVersion)
 	}
 	if err := s.checkRecipientApps(req.Recipients); err != nil {
 		return nil, err
 	}
 	id := notify.NotificationIDFor(service, req.IdempotencyKey, now)
-	if fingerprint == "" {
-		fingerprint = notify.RequestFingerprint(req)
-	}
 	p := &preparedSend{service: service, fingerprint: fingerprint, accepted: acceptedResponse{ID: id, Status: notify.StatusAccepted}}
 	if req.SendAt != nil && req.SendAt.After(now) {
 		p.accepted.Status = notify.StatusScheduled

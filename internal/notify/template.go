@@ -494,6 +494,27 @@ func LoadTemplate(ctx context.Context, store TemplateStore, service string, ref 
 	return t, nil
 }
 
+// Prepare is what the API and ingest both do with a send request before it becomes a
+// notification: render its template, if it names one (ApplyTemplate), and validate it. The
+// fingerprint is of the request as sent — with a template, before the rendering, so a retry
+// matches it whatever the template's version then — and template and version name what was
+// rendered ("" and 0 for content sent as it is).
+func (r *SendRequest) Prepare(ctx context.Context, store TemplateStore, service string, now time.Time) (fingerprint, template string, version int, err error) {
+	if r.Template != nil {
+		fingerprint = RequestFingerprint(r)
+		if template, version, err = r.ApplyTemplate(ctx, store, service); err != nil {
+			return "", "", 0, err
+		}
+	}
+	if err := r.Validate(now); err != nil {
+		return "", "", 0, err
+	}
+	if fingerprint == "" {
+		fingerprint = RequestFingerprint(r)
+	}
+	return fingerprint, template, version, nil
+}
+
 // ApplyTemplate renders r's template (r.Template) from store into r's content, as if the caller
 // had sent it, and clears r.Template; a request without one is left as it is. It returns the
 // template's name and the version rendered. Errors name the request's fields: template,

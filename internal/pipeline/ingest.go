@@ -114,25 +114,18 @@ func (p *Pipeline) parseSend(ctx context.Context, service string, m notify.Messa
 	now := p.clock.Now()
 	// A producer writing straight to the queue may name a template: it is rendered here, and a
 	// missing variable or unknown template dead-letters the message with its reason, as the API
-	// answers 400. The fingerprint is of the request as sent. A request the API rendered
-	// arrives with its content, the template it came from in the message's attributes.
-	fingerprint := m.Attributes[notify.AttrFingerprint]
-	tmplName, tmplVersion := m.Attributes[notify.AttrTemplateName], 0
-	if v := m.Attributes[notify.AttrTemplateVersion]; tmplName != "" && v != "" {
-		tmplVersion, _ = strconv.Atoi(v)
-	}
-	if req.Template != nil {
-		if fingerprint == "" {
-			fingerprint = notify.RequestFingerprint(&req)
-		}
-		name, version, err := req.ApplyTemplate(ctx, p.store, service)
-		if err != nil {
-			return nil, err
-		}
-		tmplName, tmplVersion = name, version
-	}
-	if err := req.Validate(now); err != nil {
+	// answers 400. A request the API rendered arrives with its content, its fingerprint and the
+	// template it came from in the message's attributes.
+	fingerprint, tmplName, tmplVersion, err := req.Prepare(ctx, p.store, service, now)
+	if err != nil {
 		return nil, err
+	}
+	if fp := m.Attributes[notify.AttrFingerprint]; fp != "" {
+		fingerprint = fp
+	}
+	if name := m.Attributes[notify.AttrTemplateName]; tmplName == "" && name != "" {
+		tmplName = name
+		tmplVersion, _ = strconv.Atoi(m.Attributes[notify.AttrTemplateVersion])
 	}
 	id := m.Attributes[notify.AttrNotificationID]
 	if id == "" {
@@ -145,9 +138,6 @@ func (p *Pipeline) parseSend(ctx context.Context, service string, m notify.Messa
 	n := req.Notification(id, service, now)
 	n.Fingerprint = fingerprint
 	n.TemplateName, n.TemplateVersion = tmplName, tmplVersion
-	if n.Fingerprint == "" {
-		n.Fingerprint = notify.RequestFingerprint(&req)
-	}
 	n.Stats.ChunksTotal = (len(n.Recipients) + p.cfg.ChunkSize - 1) / p.cfg.ChunkSize
 	return n, nil
 }
