@@ -17,7 +17,9 @@ run: ## start Herald locally (API, workers, sandbox providers) on $(ADDR), data 
 
 # go test would run a subset of vet's checks on every package again: -vet=off, go vet ran them all.
 test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS adapters, pipeline, API, kill-and-restart, functions under the emulator, console in Chromium, CDK, the stack end to end)
-	@echo "==> go vet"
+	@echo "==> gofmt, go vet"
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	@$(MAKE) --no-print-directory tools test-binaries browser
 	@set -e; ep=$$(scripts/dynamodb-local.sh start); trap 'scripts/dynamodb-local.sh stop' EXIT; \
