@@ -55,6 +55,7 @@ func TestStackInABox(t *testing.T) {
 	defer func() {
 		if t.Failed() {
 			t.Logf("box logs (tail):\n%s", logs.tail(200))
+			t.Logf("box warnings and errors (last 60):\n%s", logs.troubles(60))
 		}
 	}()
 
@@ -313,6 +314,24 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 		os.Stderr.Write(p)
 	}
 	return l.buf.Write(p)
+}
+
+// troubles is the last n lines that report a warning, an error, a function error or a timeout:
+// after a failure, what most likely explains it.
+func (l *lockedBuffer) troubles(n int) string {
+	l.lock()
+	defer func() { <-l.mu }()
+	var out []string
+	for line := range strings.Lines(l.buf.String()) {
+		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) ||
+			strings.Contains(line, "errorType") || strings.Contains(line, "Task timed out") {
+			out = append(out, strings.TrimRight(line, "\n"))
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return strings.Join(out, "\n")
 }
 
 func (l *lockedBuffer) tail(n int) string {
