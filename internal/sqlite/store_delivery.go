@@ -176,8 +176,29 @@ func (s *Store) ClaimDeliveries(ctx context.Context, ids []string, now, leaseUnt
 	}
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		for _, batch := range batchesOf(ids, storeBatch) {
-			// Busy first, in the same transaction: what the UPDATE below will not take because
-			// a lease on it is still running.
+			rows, err := tx.QueryContext(ctx, `UPDATE deliveries
+				SET status = 'SENDING', lease_until = ?, attempts = attempts + 1, updated_at = ?
+				WHERE id IN (`+sqlIn(len(batch))+`)
+				  AND (status = 'PENDING' OR (status = 'SENDING' AND lease_until < ?))
+				RETURNING `+deliveryColumns,
+				append([]any{nanosOf(leaseUntil), nanosOf(now)}, stringArgs(batch, nanosOf(now))...)...)
+			if err != nil {
+				return err
+			}
+			before := len(claimed)
+			claimed, err = scanDeliveries(rows, claimed)
+			if err != nil {
+				return err
+			}
+			if len(claimed)-before == len(batch) {
+				continue // every one claimed: none can be busy (the common case)
+			}
+			// Busy: what the UPDATE did not take because a lease on it is still running, in the
+			// same transaction. The rows just claimed look the same, so they are left out.
+			mine := make(map[string]bool, len(claimed)-before)
+			for _, d := range claimed[before:] {
+				mine[d.ID] = true
+			}
 			brows, err := tx.QueryContext(ctx, `SELECT id FROM deliveries
 				WHERE id IN (`+sqlIn(len(batch))+`) AND status = 'SENDING' AND lease_until >= ?`,
 				stringArgs(batch, nanosOf(now))...)
@@ -190,23 +211,12 @@ func (s *Store) ClaimDeliveries(ctx context.Context, ids []string, now, leaseUnt
 					brows.Close()
 					return err
 				}
-				busy = append(busy, id)
+				if !mine[id] {
+					busy = append(busy, id)
+				}
 			}
 			brows.Close()
 			if err := brows.Err(); err != nil {
-				return err
-			}
-			rows, err := tx.QueryContext(ctx, `UPDATE deliveries
-				SET status = 'SENDING', lease_until = ?, attempts = attempts + 1, updated_at = ?
-				WHERE id IN (`+sqlIn(len(batch))+`)
-				  AND (status = 'PENDING' OR (status = 'SENDING' AND lease_until < ?))
-				RETURNING `+deliveryColumns,
-				append([]any{nanosOf(leaseUntil), nanosOf(now)}, stringArgs(batch, nanosOf(now))...)...)
-			if err != nil {
-				return err
-			}
-			claimed, err = scanDeliveries(rows, claimed)
-			if err != nil {
 				return err
 			}
 		}

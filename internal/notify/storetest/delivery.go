@@ -19,6 +19,7 @@ var deliveryCases = []storeCase{
 	{"ClaimDeliveries/Pending", testClaimPending},
 	{"ClaimDeliveries/LeaseHeld", testClaimLeaseHeld},
 	{"ClaimDeliveries/LeaseExpired", testClaimLeaseExpired},
+	{"ClaimDeliveries/SomeBusy", testClaimSomeBusy},
 	{"ClaimDeliveries/TerminalNeverClaimed", testClaimTerminal},
 	{"ClaimDeliveries/Concurrent", testClaimConcurrent},
 	{"CompleteDeliveries/TerminalCountsOnce", testCompleteCountsOnce},
@@ -207,6 +208,19 @@ func testClaimLeaseHeld(t *testing.T, s notify.Store) {
 	if len(got) != 0 || len(busy) != 0 {
 		t.Fatalf("terminal deliveries: claimed %d busy %v, want none", len(got), busy)
 	}
+}
+
+// testClaimSomeBusy: one call that claims some deliveries and finds the others leased reports
+// only those as busy, never what it has just claimed itself.
+func testClaimSomeBusy(t *testing.T, s notify.Store) {
+	n := mustCreateNotification(t, s, newNotification("billing", ""))
+	ds := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "a", 4)
+	createChunk(t, s, n.ID, 0, ds)
+	claim(t, s, deliveryIDs(ds[:1]), t0) // lease until t0+1m
+	got, busy, err := s.ClaimDeliveries(t.Context(), deliveryIDs(ds), t0.Add(30*time.Second), t0.Add(90*time.Second))
+	noErr(t, err)
+	sameSet(t, "claimed", deliveryIDs(got), deliveryIDs(ds[1:]))
+	sameSet(t, "busy", busy, deliveryIDs(ds[:1]))
 }
 
 func testClaimLeaseExpired(t *testing.T, s notify.Store) {
