@@ -75,34 +75,90 @@ the same sandbox in the same run. Needs no running server; takes the machine's c
 
 	// The raw run's rate moves with what else the machine does; each round compares the lanes
 	// with a raw run made moments before, and the median of the rounds is the figure.
-	eff := map[notify.Lane][]float64{}
+	// CPU time is the steadier figure on a shared machine: the raw run and the pipeline do the
+	// same SDK and sandbox work, so what the pipeline spends beyond the raw run is its own.
+	eff, cpuEff := map[notify.Lane][]float64{}, map[notify.Lane][]float64{}
 	for round := 1; round <= *rounds; round++ {
-		rawRate, rawTime, err := benchRawFCM(*recipients, *inFlight)
+		raw, err := benchRawFCM(*recipients, *inFlight)
 		if err != nil {
 			return fmt.Errorf("raw SDK run: %w", err)
 		}
 		fmt.Fprintf(out, "  round %d/%d\n", round, *rounds)
-		fmt.Fprintf(out, "  raw SDK      SendEachForMulticast, %d × 500 in flight   %8.0f msgs/s        (%v)\n", *inFlight, rawRate, rawTime.Round(time.Millisecond))
+		fmt.Fprintf(out, "  raw SDK      SendEachForMulticast, %d × 500 in flight   %8.0f msgs/s        (%v%s)\n", *inFlight, raw.rate,
+			raw.wall.Round(time.Millisecond), raw.cpuNote(raw))
 		for _, lane := range notify.Lanes {
-			e2eRate, e2eTime, err := benchPipeline(*recipients, *perNotification, *sendWorkers, lane)
+			run, err := benchPipeline(*recipients, *perNotification, *sendWorkers, lane)
 			if err != nil {
 				return fmt.Errorf("pipeline run (%s lane): %w", lane, err)
 			}
-			eff[lane] = append(eff[lane], e2eRate/rawRate)
-			fmt.Fprintf(out, "  pipeline     %-8s API → ingest → prepare → send → record %8.0f deliveries/s  (%v, %d send workers; efficiency %.2f)\n",
-				lane, e2eRate, e2eTime.Round(time.Millisecond), *sendWorkers, e2eRate/rawRate)
+			eff[lane] = append(eff[lane], run.rate/raw.rate)
+			if raw.cpuOK && run.cpuOK {
+				cpuEff[lane] = append(cpuEff[lane], raw.cpu.Seconds()/run.cpu.Seconds())
+			}
+			fmt.Fprintf(out, "  pipeline     %-8s API → ingest → prepare → send → record %8.0f deliveries/s  (%v, %d send workers; efficiency %.2f%s)\n",
+				lane, run.rate, run.wall.Round(time.Millisecond), *sendWorkers, run.rate/raw.rate, run.cpuNote(raw))
 		}
 	}
 	for _, lane := range notify.Lanes {
-		es := slices.Clone(eff[lane])
-		slices.Sort(es)
-		fmt.Fprintf(out, "  efficiency   %-8s median %.2f of %d rounds (%.2f–%.2f)\n", lane, es[len(es)/2], len(es), es[0], es[len(es)-1])
+		fmt.Fprintf(out, "  efficiency   %-8s %s", lane, medianOf(eff[lane]))
+		if len(cpuEff[lane]) > 0 {
+			fmt.Fprintf(out, "; CPU %s", medianOf(cpuEff[lane]))
+		}
+		fmt.Fprintln(out)
 	}
 	fmt.Fprintln(out, "  (realtime keeps a store record per delivery; bulk one per 500-token batch)")
 	return nil
 }
 
 var profile string
+
+// benchRun is one run's figures: pushes per second, wall time, and the process's CPU time
+// over the same span (cpuOK false where it cannot be read).
+type benchRun struct {
+	n     int
+	rate  float64
+	wall  time.Duration
+	cpu   time.Duration
+	cpuOK bool
+}
+
+type span struct {
+	start time.Time
+	cpu   time.Duration
+	cpuOK bool
+}
+
+func startSpan() span {
+	cpu, ok := processCPU()
+	return span{start: time.Now(), cpu: cpu, cpuOK: ok}
+}
+
+// end closes the span over n pushes.
+func (s span) end(n int) benchRun {
+	wall := time.Since(s.start)
+	cpu, _ := processCPU()
+	return benchRun{n: n, rate: float64(n) / wall.Seconds(), wall: wall, cpu: cpu - s.cpu, cpuOK: s.cpuOK}
+}
+
+// cpuNote is r's CPU figure for its line: CPU seconds per 100,000 pushes and, for a pipeline
+// run, its CPU efficiency (raw's CPU over its own).
+func (r benchRun) cpuNote(raw benchRun) string {
+	if !r.cpuOK || !raw.cpuOK {
+		return ""
+	}
+	note := fmt.Sprintf("; %.1f CPU-s per 100,000", r.cpu.Seconds()*100000/float64(r.n))
+	if r != raw {
+		note += fmt.Sprintf(", CPU efficiency %.2f", raw.cpu.Seconds()/r.cpu.Seconds())
+	}
+	return note
+}
+
+// medianOf describes figures of the rounds: their median and range.
+func medianOf(xs []float64) string {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return fmt.Sprintf("median %.2f of %d rounds (%.2f–%.2f)", s[len(s)/2], len(s), s[0], s[len(s)-1])
+}
 
 func benchTokens(prefix string, n int) []string {
 	out := make([]string, n)
@@ -112,10 +168,10 @@ func benchTokens(prefix string, n int) []string {
 	return out
 }
 
-func benchRawFCM(n, inFlight int) (float64, time.Duration, error) {
+func benchRawFCM(n, inFlight int) (benchRun, error) {
 	sb, err := sandbox.Start(sandbox.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
-		return 0, 0, err
+		return benchRun{}, err
 	}
 	defer sb.Close()
 	ctx := context.Background()
@@ -126,11 +182,11 @@ func benchRawFCM(n, inFlight int) (float64, time.Duration, error) {
 	app, err := firebase.NewApp(ctx, &firebase.Config{ProjectID: "herald-bench"},
 		option.WithEndpoint(sb.URL()+"/v1"), option.WithoutAuthentication(), option.WithHTTPClient(&http.Client{Transport: tr}))
 	if err != nil {
-		return 0, 0, err
+		return benchRun{}, err
 	}
 	client, err := app.Messaging(ctx)
 	if err != nil {
-		return 0, 0, err
+		return benchRun{}, err
 	}
 	tokens := benchTokens("raw", n)
 	batches := make(chan []string)
@@ -150,7 +206,7 @@ func benchRawFCM(n, inFlight int) (float64, time.Duration, error) {
 	// build, send and parse, so the runs differ only by what the pipeline adds.
 	payload := notify.OutboundMessage{Channel: notify.ChannelPush, Content: notify.Content{Title: "Bench", Body: "pipeline"},
 		CollapseID: notify.NewID(notify.NotificationIDPrefix, time.Now())}
-	start := time.Now()
+	span := startSpan()
 	for range inFlight {
 		wg.Add(1)
 		go func() {
@@ -169,14 +225,14 @@ func benchRawFCM(n, inFlight int) (float64, time.Duration, error) {
 		}()
 	}
 	wg.Wait()
-	d := time.Since(start)
+	run := span.end(n)
 	if firstErr != nil {
-		return 0, 0, firstErr
+		return benchRun{}, firstErr
 	}
 	if got := sb.Recorder.Len(); got != n {
-		return 0, 0, fmt.Errorf("sandbox recorded %d of %d", got, n)
+		return benchRun{}, fmt.Errorf("sandbox recorded %d of %d", got, n)
 	}
-	return float64(n) / d.Seconds(), d, nil
+	return run, nil
 }
 
 // noonInSeoul is the wall clock shifted so that it is about noon in Seoul when the bench
@@ -196,7 +252,7 @@ func newNoonInSeoul() noonInSeoul {
 
 func (c noonInSeoul) Now() time.Time { return time.Now().Add(c.offset) }
 
-func benchPipeline(n, per, sendWorkers int, lane notify.Lane) (float64, time.Duration, error) {
+func benchPipeline(n, per, sendWorkers int, lane notify.Lane) (benchRun, error) {
 	cfg := config.Dev()
 	lc, category := cfg.Lanes[string(lane)], notify.CategoryTransactional
 	lc.Send.MaxConcurrency = sendWorkers
@@ -209,7 +265,7 @@ func benchPipeline(n, per, sendWorkers int, lane notify.Lane) (float64, time.Dur
 	// The sandbox records in memory, as in the raw run: only the pipeline's own work differs.
 	r, stopRuntime, err := startBenchRuntime(cfg, local.Options{Clock: newNoonInSeoul()})
 	if err != nil {
-		return 0, 0, err
+		return benchRun{}, err
 	}
 	defer stopRuntime()
 
@@ -228,20 +284,20 @@ func benchPipeline(n, per, sendWorkers int, lane notify.Lane) (float64, time.Dur
 	if profile != "" {
 		f, err := os.Create(profile + "." + string(lane))
 		if err != nil {
-			return 0, 0, err
+			return benchRun{}, err
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return 0, 0, err
+			return benchRun{}, err
 		}
 		defer pprof.StopCPUProfile()
 	}
-	start := time.Now()
+	span := startSpan()
 	var ids []string
 	for _, b := range bodies {
 		var acc struct{ ID string }
 		if err := call(http.MethodPost, r.URL+"/v1/notifications", "dev-demo-key", b, &acc); err != nil {
-			return 0, 0, err
+			return benchRun{}, err
 		}
 		ids = append(ids, acc.ID)
 	}
@@ -252,19 +308,19 @@ func benchPipeline(n, per, sendWorkers int, lane notify.Lane) (float64, time.Dur
 			if err := call(http.MethodGet, r.URL+"/v1/notifications/"+id+"?limit=1", "dev-demo-key", nil, &st); err == nil && st.Status != "" &&
 				st.Status != "ACCEPTED" && st.Status != "PROCESSING" {
 				if st.Status != "SENT" {
-					return 0, 0, fmt.Errorf("notification %s ended %s", id, st.Status)
+					return benchRun{}, fmt.Errorf("notification %s ended %s", id, st.Status)
 				}
 				break
 			}
 			if time.Now().After(deadline) {
-				return 0, 0, fmt.Errorf("notification %s not finished after 10 minutes", id)
+				return benchRun{}, fmt.Errorf("notification %s not finished after 10 minutes", id)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	d := time.Since(start)
+	run := span.end(n)
 	if got := r.Sandbox.Recorder.Len(); got != n {
-		return 0, 0, fmt.Errorf("sandbox recorded %d deliveries, want %d", got, n)
+		return benchRun{}, fmt.Errorf("sandbox recorded %d deliveries, want %d", got, n)
 	}
-	return float64(n) / d.Seconds(), d, nil
+	return run, nil
 }
