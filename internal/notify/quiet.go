@@ -147,11 +147,17 @@ func (q QuietHours) zone(tz string) *time.Location {
 
 // parseClock parses "HH:MM" into minutes of the day.
 func parseClock(s string) (int, error) {
-	var h, m int
 	if len(s) != 5 || s[2] != ':' {
 		return 0, fmt.Errorf("time %q is not HH:MM", s)
 	}
-	if _, err := fmt.Sscanf(s, "%02d:%02d", &h, &m); err != nil || h < 0 || h > 23 || m < 0 || m > 59 {
+	// By hand, not fmt.Sscanf: prepare judges every recipient of a marketing send with this.
+	digit := func(c byte) (int, bool) { return int(c - '0'), c >= '0' && c <= '9' }
+	h1, ok1 := digit(s[0])
+	h2, ok2 := digit(s[1])
+	m1, ok3 := digit(s[3])
+	m2, ok4 := digit(s[4])
+	h, m := h1*10+h2, m1*10+m2
+	if !ok1 || !ok2 || !ok3 || !ok4 || h > 23 || m > 59 {
 		return 0, fmt.Errorf("time %q is not HH:MM between 00:00 and 23:59", s)
 	}
 	return h*60 + m, nil

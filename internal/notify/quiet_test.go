@@ -179,3 +179,30 @@ func TestAdTitle(t *testing.T) {
 		}
 	}
 }
+
+// Quiet hours' clock times are "HH:MM" from 00:00 to 23:59, nothing else.
+func TestQuietHoursClockTimes(t *testing.T) {
+	for _, c := range []struct {
+		start string
+		ok    bool
+	}{
+		{"00:00", true}, {"07:05", true}, {"23:59", true}, {"21:00", true},
+		{"24:00", false}, {"23:60", false}, {"7:00", false}, {"07-00", false}, {"0a:00", false},
+		{"-1:00", false}, {"07:0x", false}, {"", false}, {"07:000", false}, {" 7:00", false},
+	} {
+		err := notify.QuietHours{Enabled: true, Start: c.start, End: "08:30"}.Validate()
+		if (err == nil) != c.ok {
+			t.Errorf("start %q: %v, want ok=%v", c.start, err, c.ok)
+		}
+	}
+	q := notify.QuietHours{Enabled: true, Start: "21:30", End: "08:05", TimeZone: "Asia/Seoul"}
+	at := func(h, m int) time.Time { return time.Date(2026, 12, 1, h, m, 0, 0, seoul(t)) }
+	for _, c := range []struct {
+		h, m  int
+		quiet bool
+	}{{21, 29, false}, {21, 30, true}, {3, 0, true}, {8, 4, true}, {8, 5, false}, {12, 0, false}} {
+		if got := q.IsQuietAt(at(c.h, c.m), ""); got != c.quiet {
+			t.Errorf("%02d:%02d quiet=%v, want %v", c.h, c.m, got, c.quiet)
+		}
+	}
+}
