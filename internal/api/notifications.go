@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
 	"herald/internal/notify"
@@ -168,23 +167,15 @@ func (s *server) createNotificationBatch(w http.ResponseWriter, r *http.Request)
 	out := batchResponse{Notifications: make([]acceptedResponse, len(in.Notifications))}
 	// Each request is checked on its own, a few at once: a keyed one reads the store.
 	ps := make([]*preparedSend, len(in.Notifications))
-	errs := make([]error, len(in.Notifications))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, batchChecks)
-	for i, raw := range in.Notifications {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			var req notify.SendRequest
-			if err := decodeJSON(raw, &req); err != nil {
-				errs[i] = err
-				return
-			}
-			ps[i], errs[i] = s.prepareSend(r, &req)
-		}()
-	}
-	wg.Wait()
+	errs := notify.Concurrently(len(in.Notifications), batchChecks, func(i int) error {
+		var req notify.SendRequest
+		if err := decodeJSON(in.Notifications[i], &req); err != nil {
+			return err
+		}
+		var err error
+		ps[i], err = s.prepareSend(r, &req)
+		return err
+	})
 	for i, err := range errs {
 		if err != nil {
 			return notify.InBatch(i, err)

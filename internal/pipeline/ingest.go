@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 
 	"herald/internal/notify"
 )
@@ -74,28 +73,9 @@ func (p *Pipeline) ingestBatch(ctx context.Context, service string, scheduler no
 		}
 		ns[i] = n
 	}
-	errs := make([]error, len(ns))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, batchParallelism)
-	for i, n := range ns {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = notify.InBatch(i, p.accept(ctx, service, scheduler, n))
-		}()
-	}
-	wg.Wait()
-	var first error
-	for _, err := range errs {
-		if notify.IsRetryable(err) {
-			return err
-		}
-		if first == nil {
-			first = err
-		}
-	}
-	return first
+	return decisive(notify.Concurrently(len(ns), batchParallelism, func(i int) error {
+		return notify.InBatch(i, p.accept(ctx, service, scheduler, ns[i]))
+	}))
 }
 
 // batchParallelism is how many requests of one SendBatch are accepted at once: on the express

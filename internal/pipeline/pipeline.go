@@ -187,16 +187,7 @@ func eachConcurrently(ctx context.Context, msgs []notify.Message, fn func(contex
 	if len(msgs) < 2 {
 		return each(ctx, msgs, fn)
 	}
-	errs := make([]error, len(msgs))
-	var wg sync.WaitGroup
-	for i, m := range msgs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = fn(ctx, m)
-		}()
-	}
-	wg.Wait()
+	errs := notify.Concurrently(len(msgs), 0, func(i int) error { return fn(ctx, msgs[i]) })
 	var out []ItemFailure
 	for i, err := range errs {
 		if err != nil {
@@ -204,6 +195,22 @@ func eachConcurrently(ctx context.Context, msgs []notify.Message, fn func(contex
 		}
 	}
 	return out
+}
+
+// decisive is the error that decides the fate of a message done in parts (a batch's requests, a
+// run's chunks): a retryable one first, so the message comes back for it; else the first
+// permanent one; nil when every part succeeded.
+func decisive(errs []error) error {
+	var first error
+	for _, err := range errs {
+		if err != nil && notify.IsRetryable(err) {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 func each(ctx context.Context, msgs []notify.Message, fn func(context.Context, notify.Message) error) []ItemFailure {

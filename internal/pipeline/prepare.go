@@ -8,7 +8,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"herald/internal/notify"
@@ -75,27 +74,9 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 	}
 	// The chunks side by side: each waits on the store. Each is idempotent on its own, so a
 	// message retried for one chunk's failure changes nothing in the others.
-	errs := make([]error, pm.Count)
-	var wg sync.WaitGroup
-	for k := range pm.Count {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[k] = p.prepareChunk(ctx, prepareMsg{NotificationID: pm.NotificationID, Chunk: pm.Chunk + k})
-		}()
-	}
-	wg.Wait()
-	// A retryable failure first, so the message comes back for it; else the first permanent one.
-	var first error
-	for _, err := range errs {
-		if err != nil && notify.IsRetryable(err) {
-			return err
-		}
-		if first == nil {
-			first = err
-		}
-	}
-	return first
+	return decisive(notify.Concurrently(pm.Count, 0, func(k int) error {
+		return p.prepareChunk(ctx, prepareMsg{NotificationID: pm.NotificationID, Chunk: pm.Chunk + k})
+	}))
 }
 
 // prepareChunk prepares chunk pm.Chunk.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	"herald/internal/notify"
 )
@@ -95,18 +94,12 @@ func (s *Store) CompleteExpress(ctx context.Context, id string, updates []notify
 // its row as CompleteExpress applies them (the writes share transactions: DB.Tx's group
 // commit). A notification no longer express keeps its records as they are.
 func (s *Store) CompleteExpressBatch(ctx context.Context, batch string, done []notify.ExpressDone) error {
-	errs := make([]error, len(done))
-	var wg sync.WaitGroup
-	for i, d := range done {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := s.CompleteExpress(ctx, d.ID, d.Updates); err != nil && !notify.IsCode(err, notify.EINVALID) {
-				errs[i] = err
-			}
-		}()
-	}
-	wg.Wait()
+	errs := notify.Concurrently(len(done), 0, func(i int) error {
+		if _, err := s.CompleteExpress(ctx, done[i].ID, done[i].Updates); err != nil && !notify.IsCode(err, notify.EINVALID) {
+			return err
+		}
+		return nil
+	})
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sqlite: complete express batch %s: %w", batch, err)
 	}
