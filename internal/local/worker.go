@@ -55,9 +55,7 @@ func (g *Gate) leave() {
 	g.busy.Add(-1)
 }
 
-func (g *Gate) closed() bool {
-	return g.busy.Load() > 0 || time.Since(time.Unix(0, g.last.Load())) < g.Linger
-}
+func (g *Gate) closed() bool { return g.recent(g.Linger) }
 
 // recent reports whether real-time work is in flight or ended within d.
 func (g *Gate) recent(d time.Duration) bool {
