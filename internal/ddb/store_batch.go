@@ -129,8 +129,20 @@ func (s *Store) CompleteBatch(ctx context.Context, notificationID, batchID strin
 	if err != nil {
 		return false, wrapErr(op, err)
 	}
+	done, err := s.markBatchDone(ctx, notificationID, batchID, main.Shards, delta, at)
+	if err != nil {
+		return false, wrapErr(op, err)
+	}
+	return done, nil
+}
+
+// markBatchDone sets done = true on a batch not done, with the counter ADD of delta on a shard
+// picked by the batch id (shards are those the notification has registered), in one
+// transaction. It reports false when the batch was done already, or never claimed.
+func (s *Store) markBatchDone(ctx context.Context, notificationID, batchID string, shards []int,
+	delta map[notify.Channel]notify.ChannelStats, at time.Time) (bool, error) {
 	w := chunkWrite{notificationID: notificationID, shard: shardOf(batchID, statsShards), now: at}
-	w.register = !slices.Contains(main.Shards, w.shard)
+	w.register = !slices.Contains(shards, w.shard)
 	e := newExpr()
 	done := types.TransactWriteItem{Update: &types.Update{
 		TableName: aws.String(s.tables.Notifications),
@@ -154,10 +166,93 @@ func (s *Store) CompleteBatch(ctx context.Context, notificationID, batchID strin
 			return false, nil // done already, or never claimed
 		}
 		if !worthRetry(err, reasons, canceled) || retries+1 >= txAttempts {
-			return false, wrapErr(op, err)
+			return false, err
 		}
 		if err := s.pauseRetry(ctx, &retries); err != nil {
-			return false, wrapErr(op, err)
+			return false, err
 		}
 	}
+}
+
+// RecordBatch implements notify.BatchStore. More deliveries than a transaction holds cannot be
+// stored with the batch's completion in one step, and a transaction bills every item twice, so:
+// a consistent read of the batch (a batch not SENDING changes nothing); then one conditional
+// PutItem per delivery (one write unit), which stores it unless one with its id exists that is
+// neither PENDING nor stored by this batch (its rbatch attribute); then markBatchDone with the
+// outcomes of the deliveries stored. A crash before the completion leaves deliveries stored
+// and uncounted; the batch re-run once its lease ends writes them again, as its own, and counts
+// them then.
+func (s *Store) RecordBatch(ctx context.Context, notificationID, batchID string, ds []notify.Delivery, at time.Time) (bool, error) {
+	op := fmt.Sprintf("record batch %s of %s", batchID, notificationID)
+	if err := notify.CheckRecorded(notificationID, ds); err != nil {
+		return false, wrapErr(op, err)
+	}
+	var main notificationItem
+	err := s.db.Table(s.tables.Notifications).Get(attrPK, notificationPK(notificationID)).Range(attrSK, dynamo.Equal, skNotification).
+		Project("shards").Consistent(true).One(ctx, &main)
+	if err != nil {
+		return false, wrapErr(op, err) // dynamo.ErrNotFound classifies as ENOTFOUND
+	}
+	var b batchItem
+	err = s.db.Table(s.tables.Notifications).Get(attrPK, batchPK(notificationID, batchID)).Range(attrSK, dynamo.Equal, skBatch).
+		Consistent(true).One(ctx, &b)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return false, nil // never claimed
+	}
+	if err != nil {
+		return false, wrapErr(op, err)
+	}
+	if b.Done {
+		return false, nil
+	}
+
+	stored := make([]bool, len(ds))
+	ttl := ttlOf(at.Add(deliveryRetention))
+	sshard := shardOf(batchID, statsShards)
+	err = forEach(ctx, len(ds), func(ctx context.Context, i int) error {
+		d := ds[i]
+		updated := d.UpdatedAt
+		if updated.IsZero() {
+			updated = at
+		}
+		// d.Address is deliberately not copied: only the masked form is persisted.
+		av, err := dynamo.MarshalItem(deliveryItem{
+			ID: d.ID, NotificationID: notificationID, Shard: deliveryShardKey(notificationID, shardOf(d.ID, deliveryShards)),
+			UserID: d.UserID, Channel: string(d.Channel), Provider: string(d.Provider), App: d.App,
+			AddressMasked: d.AddressMasked, Status: string(d.Status), Reason: d.Reason, Detail: d.Detail, Attempts: d.Attempts,
+			ProviderMessageID: d.ProviderMessageID, UpdatedAt: nanos(updated), TTL: ttl, StatsShard: sshard, Batch: batchID,
+		})
+		if err != nil {
+			return fmt.Errorf("encode delivery %s: %w", d.ID, err)
+		}
+		e := newExpr()
+		_, err = s.putItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(s.tables.Deliveries),
+			Item:      av,
+			ConditionExpression: aws.String("attribute_not_exists(" + e.n(attrDeliveryID) + ") OR (" +
+				e.n("notification_id") + " = " + e.s(notificationID) + " AND (" +
+				e.n("status") + " = " + e.s(string(notify.DeliveryPending)) + " OR " + e.n("rbatch") + " = " + e.s(batchID) + "))"),
+			ExpressionAttributeNames:  e.nameMap(),
+			ExpressionAttributeValues: e.valueMap(),
+		})
+		if _, failed := condFailedItem(err); failed {
+			return nil // another outcome stands: not this batch's to count
+		}
+		stored[i] = err == nil
+		return err
+	})
+	if err != nil {
+		return false, wrapErr(op, fmt.Errorf("store deliveries: %w", err))
+	}
+	delta := map[notify.Channel]notify.ChannelStats{}
+	for i, d := range ds {
+		if stored[i] {
+			notify.CountDelivery(delta, d.Channel, d.Status, d.Reason, false)
+		}
+	}
+	done, err := s.markBatchDone(ctx, notificationID, batchID, main.Shards, delta, at)
+	if err != nil {
+		return false, wrapErr(op, err)
+	}
+	return done, nil
 }

@@ -42,6 +42,9 @@ type deliveryItem struct {
 	// StatsShard is the counter shard of the delivery's chunk: verdicts count there too, so a
 	// notification's counters live on no more shards than it has chunks.
 	StatsShard int `dynamo:"sshard"`
+	// Batch is the realtime send batch that stored the delivery with its outcome
+	// (RecordBatch); empty for one created before its send.
+	Batch string `dynamo:"rbatch,omitempty"`
 }
 
 func deliveryShardKey(notificationID string, k int) string {

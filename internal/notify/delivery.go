@@ -3,6 +3,7 @@ package notify
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -113,4 +114,22 @@ type DeliveryUpdate struct {
 // ValidVerdict reports whether u's status is one CompleteDeliveries takes.
 func (u DeliveryUpdate) ValidVerdict() bool {
 	return u.Status == DeliveryPending || u.Status.Terminal() || (u.Status == DeliverySending && !u.LeaseUntil.IsZero())
+}
+
+// CheckRecorded is the check every store's RecordBatch makes of ds before it stores any of
+// them: each needs an id, belongs to notificationID (or names none), and has a terminal status
+// or PENDING (a retry to come). The error names the field.
+func CheckRecorded(notificationID string, ds []Delivery) error {
+	for i, d := range ds {
+		switch {
+		case d.ID == "":
+			return FieldError(fmt.Sprintf("deliveries[%d].id", i), "delivery id is required")
+		case d.NotificationID != "" && d.NotificationID != notificationID:
+			return FieldError(fmt.Sprintf("deliveries[%d].notification_id", i), "belongs to another notification")
+		case d.Status != DeliveryPending && !d.Status.Terminal():
+			return FieldError(fmt.Sprintf("deliveries[%d].status", i),
+				"a recorded delivery is SENT, FAILED, SKIPPED, EXPIRED, or PENDING with a retry to come, not %q", d.Status)
+		}
+	}
+	return nil
 }

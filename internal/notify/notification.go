@@ -165,6 +165,11 @@ type Notification struct {
 	TemplateName    string `json:"template_name,omitempty"`
 	TemplateVersion int    `json:"template_version,omitempty"`
 	Lane            Lane   `json:"lane,omitempty"`
+	// BatchClaims is set on a realtime notification that ingest hands to the stage queues
+	// without an AlimTalk channel: its send batches are claimed whole, as the bulk lane's, and
+	// each delivery is stored once, with its outcome (BatchStore.RecordBatch), instead of being
+	// created, claimed and completed one by one (docs/design.md §3).
+	BatchClaims bool `json:"batch_claims,omitempty"`
 	// QuietHours is the night-time rule for this notification's marketing pushes and SMS; nil
 	// means the deployment's default (a campaign sets its own).
 	QuietHours *QuietHours        `json:"quiet_hours,omitempty"`

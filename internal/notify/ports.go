@@ -96,6 +96,16 @@ type BatchStore interface {
 	// notification's Stats atomically. A batch not SENDING (done, or never claimed) changes
 	// nothing and returns false.
 	CompleteBatch(ctx context.Context, notificationID, batchID string, delta map[Channel]ChannelStats, at time.Time) (bool, error)
+	// RecordBatch completes SENDING batch batchID with its deliveries, each stored once with its
+	// outcome (Notification.BatchClaims): a delivery of ds (status SENT, FAILED, SKIPPED,
+	// EXPIRED, or PENDING with a retry batch to come) is stored unless one with its id exists
+	// that is neither PENDING nor stored by this same batch; the outcome of each one stored is
+	// counted in the notification's Stats (not its Total, which its chunk counted, AddChunk), and
+	// the batch is marked done. A store that cannot do all of that as one step stores the
+	// deliveries first, so a batch re-run after a crash stores and counts each delivery once. A
+	// batch not SENDING (done, or never claimed) changes nothing and returns false. ENOTFOUND;
+	// EINVALID for a status not listed or a delivery of another notification.
+	RecordBatch(ctx context.Context, notificationID, batchID string, ds []Delivery, at time.Time) (bool, error)
 }
 
 // BatchState is what ClaimBatch found.

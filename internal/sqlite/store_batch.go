@@ -129,3 +129,68 @@ func (s *Store) CompleteBatch(ctx context.Context, notificationID, batchID strin
 	}
 	return applied, nil
 }
+
+// RecordBatch implements notify.BatchStore as one transaction: the batch is marked done, and
+// each delivery is inserted, or written over a PENDING one of the same notification (a retry's
+// outcome); RETURNING tells which rows were written, and only their outcomes are counted.
+func (s *Store) RecordBatch(ctx context.Context, notificationID, batchID string, ds []notify.Delivery, at time.Time) (bool, error) {
+	if err := notify.CheckRecorded(notificationID, ds); err != nil {
+		return false, fmt.Errorf("sqlite: record batch %s of %s: %w", batchID, notificationID, err)
+	}
+	var applied bool
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE send_batches SET done = 1, lease_until = 0, updated_at = ?
+			WHERE notification_id = ? AND id = ? AND done = 0`, at.UnixNano(), notificationID, batchID)
+		if err != nil {
+			return err
+		}
+		if k, err := res.RowsAffected(); err != nil || k == 0 {
+			if err == nil {
+				err = notificationExists(ctx, tx, notificationID)
+			}
+			return err
+		}
+		applied = true
+		delta := map[notify.Channel]notify.ChannelStats{}
+		for _, batch := range batchesOf(ds, storeBatch) {
+			if err := recordDeliveries(ctx, tx, notificationID, batch, at, delta); err != nil {
+				return err
+			}
+		}
+		return s.addStats(ctx, tx, notificationID, delta)
+	})
+	if err != nil {
+		return false, fmt.Errorf("sqlite: record batch %s of %s: %w", batchID, notificationID, err)
+	}
+	return applied, nil
+}
+
+// recordDeliveries inserts ds in one statement, or writes each over a PENDING delivery of the
+// notification with its id, and counts the outcome of every row written into delta.
+func recordDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds []notify.Delivery, at time.Time,
+	delta map[notify.Channel]notify.ChannelStats) error {
+	const width = 14
+	args := make([]any, 0, len(ds)*width)
+	for _, d := range ds {
+		updated := d.UpdatedAt
+		if updated.IsZero() {
+			updated = at
+		}
+		// d.Address is deliberately not bound: only the masked form is persisted.
+		args = append(args, d.ID, notificationID, d.UserID, string(d.Channel), string(d.Provider), d.App,
+			d.AddressMasked, string(d.Status), d.Reason, d.Detail, d.Attempts, d.ProviderMessageID, int64(0), nanosOf(updated))
+	}
+	rows, err := tx.QueryContext(ctx, `INSERT INTO deliveries (`+deliveryColumns+`) VALUES `+sqlTuples(len(ds), width)+`
+		ON CONFLICT (id) DO UPDATE SET status = excluded.status, reason = excluded.reason, detail = excluded.detail,
+			attempts = excluded.attempts, provider_message_id = excluded.provider_message_id, lease_until = 0,
+			updated_at = excluded.updated_at
+		WHERE deliveries.status = 'PENDING' AND deliveries.notification_id = excluded.notification_id
+		RETURNING channel, status, reason`, args...)
+	if err != nil {
+		return fmt.Errorf("record deliveries: %w", err)
+	}
+	if _, err := countCompleted(rows, delta); err != nil {
+		return fmt.Errorf("record deliveries: %w", err)
+	}
+	return nil
+}
