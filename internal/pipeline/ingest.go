@@ -131,6 +131,10 @@ func (p *Pipeline) accept(ctx context.Context, service string, scheduler notify.
 	if err != nil {
 		return err
 	}
+	// Off the express path, a realtime notification's send batches are claimed whole and each
+	// delivery stored once with its outcome — except AlimTalk's, whose verdicts come later and
+	// whose fallbacks continue them one delivery at a time.
+	n.BatchClaims = plan == nil && lane(n) == notify.LaneRealtime && !n.HasChannel(notify.ChannelAlimTalk)
 	stored, created, err := p.store.CreateNotification(ctx, n)
 	if err != nil {
 		return fmt.Errorf("ingest %s: %w", id, err)

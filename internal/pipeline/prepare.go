@@ -106,10 +106,15 @@ func (p *Pipeline) prepareChunk(ctx context.Context, pm prepareMsg) error {
 	now := p.clock.Now()
 
 	bulk := lane(n) == notify.LaneBulk
+	// Batches claimed whole: the bulk lane's, and a realtime notification's with BatchClaims.
+	// Either way the chunk marker is written last, with the chunk's counts (AddChunk).
+	whole := bulk || n.BatchClaims
 	if bulk {
 		ctx = notify.WithEventualReads(ctx)
-		// The chunk marker is written last on this lane: one that exists means every send batch
-		// of the chunk was enqueued already.
+	}
+	if whole {
+		// The chunk marker is written last: one that exists means every send batch of the chunk
+		// was enqueued already.
 		done, err := p.store.ChunkPrepared(ctx, n.ID, pm.Chunk)
 		if err != nil {
 			return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
@@ -134,7 +139,7 @@ func (p *Pipeline) prepareChunk(ctx context.Context, pm prepareMsg) error {
 		}
 	}
 	var pending []string
-	if bulk {
+	if whole {
 		for _, d := range ds {
 			if d.Status == notify.DeliveryPending {
 				pending = append(pending, d.ID)
@@ -143,10 +148,15 @@ func (p *Pipeline) prepareChunk(ctx context.Context, pm prepareMsg) error {
 	} else if pending, err = p.store.CreateDeliveries(ctx, n.ID, pm.Chunk, ds); err != nil {
 		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
 	}
+	if whole && !bulk {
+		if err := p.recordDecided(ctx, n, pm.Chunk, ds, now); err != nil {
+			return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
+		}
+	}
 	batches := p.batches(n, pending, items, p.quietHolds(n, items, now))
 	bodies := make([]any, len(batches))
 	for i := range batches {
-		if bulk {
+		if whole {
 			batches[i].BatchID = batchID(batches[i])
 		}
 		bodies[i] = batches[i]
@@ -154,18 +164,28 @@ func (p *Pipeline) prepareChunk(ctx context.Context, pm prepareMsg) error {
 	if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, 0, bodies...); err != nil {
 		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
 	}
-	if bulk {
+	if whole {
 		// Counted once, with the marker, after the batches are safely enqueued. A crash before
 		// this re-runs the chunk; its batches carry the same ids and are claimed once.
-		delta := tally(ds)
-		// A recipient repeated within the chunk (a user uploaded twice, or reached through two
-		// sources) is reached once; it is counted as skipped, so every member is counted.
-		for ch, k := range dups {
-			for range k {
-				notify.CountDelivery(delta, ch, notify.DeliverySkipped, notify.ReasonDuplicate, true)
+		var delta map[notify.Channel]notify.ChannelStats
+		if bulk {
+			delta = tally(ds)
+			// A recipient repeated within the chunk (a user uploaded twice, or reached through
+			// two sources) is reached once; it is counted as skipped, so every member is counted.
+			for ch, k := range dups {
+				for range k {
+					notify.CountDelivery(delta, ch, notify.DeliverySkipped, notify.ReasonDuplicate, true)
+				}
+			}
+			notify.CountMembers(delta, len(rs))
+		} else {
+			// Only the totals: the outcomes decided here were counted as they were stored
+			// (recordDecided), those to send are counted as their batches are recorded.
+			delta = map[notify.Channel]notify.ChannelStats{}
+			for _, d := range ds {
+				notify.CountDelivery(delta, d.Channel, notify.DeliveryPending, "", true)
 			}
 		}
-		notify.CountMembers(delta, len(rs))
 		if _, err := p.store.AddChunk(ctx, n.ID, pm.Chunk, delta); err != nil {
 			return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
 		}
@@ -175,6 +195,37 @@ func (p *Pipeline) prepareChunk(ctx context.Context, pm prepareMsg) error {
 	}
 	p.log.InfoContext(ctx, "chunk prepared", "notification_id", n.ID, "chunk", pm.Chunk, "lane", lane(n),
 		"recipients", hi-lo, "deliveries", len(ds), "pending", len(pending), "batches", len(batches))
+	return nil
+}
+
+// recordDecided stores the deliveries of a BatchClaims chunk decided here — skipped, and the
+// inbox — with their outcomes, as one batch of their own (named after the chunk) that is claimed
+// and recorded once, so a re-run chunk neither stores nor counts them twice.
+func (p *Pipeline) recordDecided(ctx context.Context, n *notify.Notification, chunk int, ds []notify.Delivery, now time.Time) error {
+	var decided []notify.Delivery
+	for _, d := range ds {
+		if d.Status != notify.DeliveryPending {
+			decided = append(decided, d)
+		}
+	}
+	if len(decided) == 0 {
+		return nil
+	}
+	id := "c" + strconv.Itoa(chunk)
+	c, err := p.store.ClaimBatch(ctx, n.ID, id, now, now.Add(p.cfg.SendLease))
+	if err != nil {
+		return fmt.Errorf("claim decided deliveries: %w", err)
+	}
+	switch c.State {
+	case notify.BatchDone:
+		return nil
+	case notify.BatchBusy: // an attempt of this chunk that died holds it: after its lease
+		return &notify.Error{Code: notify.EUNAVAILABLE, RetryAfter: p.cfg.SendLease,
+			Message: "the chunk's decided deliveries are being stored by another attempt"}
+	}
+	if _, err := p.store.RecordBatch(ctx, n.ID, id, decided, now); err != nil {
+		return fmt.Errorf("record decided deliveries: %w", err)
+	}
 	return nil
 }
 

@@ -153,8 +153,10 @@ func (p *Pipeline) sendDeliveries(ctx context.Context, n *notify.Notification, s
 	return p.recordLater(ctx, n)
 }
 
-// sendBatch is the bulk lane: the batch is claimed and completed as one store record, and its
-// outcome counted into the notification's Stats with the completion. A batch whose holder died
+// sendBatch is the bulk lane, and the realtime lane of a notification with BatchClaims: the
+// batch is claimed and completed as one store record, and its outcome counted into the
+// notification's Stats with the completion; on the realtime lane each delivery is stored then,
+// with its outcome (recordBatch). A batch whose holder died
 // is sent again whole once its lease ends; the collapse id makes such a resend replace the first
 // copy on the device.
 func (p *Pipeline) sendBatch(ctx context.Context, n *notify.Notification, sm sendMsg, sender notify.Sender) error {
@@ -185,7 +187,12 @@ func (p *Pipeline) sendBatch(ctx context.Context, n *notify.Notification, sm sen
 	if err := p.followUp(ctx, n, sm, o, sm.Retry+1); err != nil {
 		return err
 	}
-	if err := p.completeBatch(ctx, n, sm, ch, o, fallbacks); err != nil {
+	if n.BatchClaims && lane(n) == notify.LaneRealtime {
+		err = p.recordBatch(ctx, n, sm, ch, o)
+	} else {
+		err = p.completeBatch(ctx, n, sm, ch, o, fallbacks)
+	}
+	if err != nil {
 		return fmt.Errorf("send %s batch %s: complete: %w", n.ID, sm.BatchID, err)
 	}
 	p.logBatch(ctx, n, sm, o, len(sm.Items), start)
@@ -438,5 +445,27 @@ func (p *Pipeline) completeBatch(ctx context.Context, n *notify.Notification, sm
 		notify.CountDelivery(delta, d.Channel, d.Status, d.Reason, true)
 	}
 	_, err := p.store.CompleteBatch(ctx, n.ID, sm.BatchID, delta, p.clock.Now())
+	return err
+}
+
+// recordBatch completes realtime batch sm of a BatchClaims notification: each delivery is stored
+// with o's verdict for it (a retryable one PENDING, its retry batch already enqueued) and counted,
+// and the batch marked done (notify.BatchStore.RecordBatch).
+func (p *Pipeline) recordBatch(ctx context.Context, n *notify.Notification, sm sendMsg, ch notify.Channel, o outcome) error {
+	items := make(map[string]sendItem, len(sm.Items))
+	for _, it := range sm.Items {
+		items[it.DeliveryID] = it
+	}
+	attempt := sm.Retry + 1
+	ds := make([]notify.Delivery, len(o.updates))
+	for i, u := range o.updates {
+		it := items[u.ID]
+		ds[i] = notify.Delivery{
+			ID: u.ID, NotificationID: n.ID, UserID: it.UserID, Channel: ch, Provider: sm.Provider, App: sm.App,
+			AddressMasked: notify.MaskAddress(ch, it.Address), Status: u.Status, Reason: u.Reason, Detail: u.Detail,
+			Attempts: attempt, ProviderMessageID: u.ProviderMessageID, UpdatedAt: u.At,
+		}
+	}
+	_, err := p.store.RecordBatch(ctx, n.ID, sm.BatchID, ds, p.clock.Now())
 	return err
 }
