@@ -61,17 +61,22 @@ const (
 	TitleAPI          = "transactional (HTTP API, push+inbox)"
 	TitleProducerBulk = "transactional (SQS producer, push+inbox, 10 a message)"
 	TitleAPIBatch     = "transactional (HTTP API batch of 10, push+inbox)"
+	TitleFanOut       = "transactional fan-out (SQS producer, push, up to 1,000 users a request, realtime lane)"
 	TitleCampaign     = "marketing campaign (app_devices, bulk lane, push)"
 )
+
+// fanOutUsers is how many users one request of the fan-out scenario names.
+const fanOutUsers = 1000
 
 // perBatch is how many send requests the batch scenarios put in one message or API request.
 const perBatch = 10
 
-// Run measures the six scenarios: Sends single-recipient transactional pushes with the inbox
+// Run measures the seven scenarios: Sends single-recipient transactional pushes with the inbox
 // channel produced to the ingest queue in SendMessageBatch calls of 10, and as many without the
 // inbox; as many with the inbox through the HTTP API; the same two again with 10 requests in a
-// message (notify.SendBatch) and in an API request (POST /v1/notifications/batch); a campaign
-// to Devices devices.
+// message (notify.SendBatch) and in an API request (POST /v1/notifications/batch); the same
+// Sends users as transactional pushes of up to 1,000 users each (the realtime lane's stages);
+// a campaign to Devices devices.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Sends < 1 || o.Devices < 1 {
 		return nil, errors.New("need at least one send and one device")
@@ -197,6 +202,25 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 		}
 		return nil
+	}); err != nil {
+		return nil, err
+	}
+
+	// (a) one transactional push to many users (a service notice): too many recipients for the
+	// express path, so it crosses the realtime lane's prepare, send and record.
+	if err := measure(TitleFanOut, o.Sends, func(ctx context.Context) error {
+		var bodies []string
+		for i := 0; i < o.Sends; i += fanOutUsers {
+			req := sendRequest(fmt.Sprintf("cost-%d-f-%d", run, i), i, "push")
+			var rs []map[string]string
+			for j := i; j < min(i+fanOutUsers, o.Sends); j++ {
+				rs = append(rs, map[string]string{"user_id": userID("cost-user", j)})
+			}
+			req["recipients"] = rs
+			body, _ := json.Marshal(req)
+			bodies = append(bodies, string(body))
+		}
+		return w.produce(ctx, bodies)
 	}); err != nil {
 		return nil, err
 	}

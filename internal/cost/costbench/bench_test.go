@@ -27,7 +27,7 @@ func TestRunSmall(t *testing.T) {
 	var out bytes.Buffer
 	res.Print(&out, cost.USEast1)
 	t.Logf("\n%s", out.String())
-	if len(res.Scenarios) != 6 {
+	if len(res.Scenarios) != 7 {
 		t.Fatalf("%d scenarios", len(res.Scenarios))
 	}
 	for _, s := range res.Scenarios {
@@ -46,15 +46,18 @@ func TestRunSmall(t *testing.T) {
 			sqs += v
 		}
 		per := int64(10) // sends a billed SQS request carries at most
-		if s.Title == TitleProducerBulk || s.Title == TitleAPIBatch {
+		switch s.Title {
+		case TitleProducerBulk, TitleAPIBatch:
 			per = 10 * perBatch
+		case TitleFanOut:
+			per = fanOutUsers
 		}
 		if sqs < int64(u.Recipients)/per || u.SQSRequests["ReceiveMessage"] == 0 || u.SQSRequests["DeleteMessageBatch"] == 0 {
 			t.Errorf("%s: SQS %v", s.Title, u.SQSRequests)
 		}
 		// A single send takes the express path: ingest prepares, sends and records it, and
-		// nothing reaches the stage queues; a campaign goes through every stage.
-		campaign := s.Title == TitleCampaign
+		// nothing reaches the stage queues; a fan-out and a campaign go through every stage.
+		campaign := s.Title == TitleCampaign || s.Title == TitleFanOut
 		stages := []string{"prepare", "send", "record"}
 		if !campaign {
 			stages = []string{"ingest"}
@@ -100,6 +103,14 @@ func TestRunSmall(t *testing.T) {
 		if w := c.s.StoreWrites; w <= c.items*int64(sends) || w > (c.items+1)*int64(sends) {
 			t.Errorf("%s: %d items written for %d sends; want more than %d a send and at most %d", c.s.Title, w, sends, c.items, c.items+1)
 		}
+	}
+	// A fan-out stores each delivery once, with its outcome (Notification.BatchClaims): one
+	// plain write a delivery, and a few items a request and a send batch.
+	fanOut := res.Scenarios[5]
+	if fanOut.Title != TitleFanOut || fanOut.StoreWrites < sends || fanOut.StoreWrites > sends+12 ||
+		fanOut.Usage.WriteUnits > float64(sends)+36 {
+		t.Errorf("%s: %d items written, %.1f write units for %d deliveries; want one a delivery and a few more",
+			fanOut.Title, fanOut.StoreWrites, fanOut.Usage.WriteUnits, sends)
 	}
 	if push.WriteUnits >= producer.WriteUnits {
 		t.Errorf("write units: %.1f without the inbox, %.1f with it", push.WriteUnits, producer.WriteUnits)
