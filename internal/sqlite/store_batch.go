@@ -165,27 +165,64 @@ func (s *Store) RecordBatch(ctx context.Context, notificationID, batchID string,
 	return applied, nil
 }
 
-// recordDeliveries inserts ds in one statement, or writes each over a PENDING delivery of the
-// notification with its id, and counts the outcome of every row written into delta.
+// recordDeliveries stores ds and counts the outcome of every row it writes into delta. The
+// common case — none of them stored yet — is one INSERT with no result rows, each counted from
+// ds. When some exist, the rows just inserted are told from them by rowid (a new row's rowid is
+// above every row's before it), and the others are written only over a PENDING delivery of the
+// notification (a retry's outcome), RETURNING which.
 func recordDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds []notify.Delivery, at time.Time,
 	delta map[notify.Channel]notify.ChannelStats) error {
-	const width = 14
-	args := make([]any, 0, len(ds)*width)
-	for _, d := range ds {
-		updated := d.UpdatedAt
-		if updated.IsZero() {
-			updated = at
-		}
-		// d.Address is deliberately not bound: only the masked form is persisted.
-		args = append(args, d.ID, notificationID, d.UserID, string(d.Channel), string(d.Provider), d.App,
-			d.AddressMasked, string(d.Status), d.Reason, d.Detail, d.Attempts, d.ProviderMessageID, int64(0), nanosOf(updated))
+	var top int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rowid), 0) FROM deliveries`).Scan(&top); err != nil {
+		return fmt.Errorf("record deliveries: %w", err)
 	}
-	rows, err := tx.QueryContext(ctx, `INSERT INTO deliveries (`+deliveryColumns+`) VALUES `+sqlTuples(len(ds), width)+`
-		ON CONFLICT (id) DO UPDATE SET status = excluded.status, reason = excluded.reason, detail = excluded.detail,
-			attempts = excluded.attempts, provider_message_id = excluded.provider_message_id, lease_until = 0,
-			updated_at = excluded.updated_at
-		WHERE deliveries.status = 'PENDING' AND deliveries.notification_id = excluded.notification_id
-		RETURNING channel, status, reason`, args...)
+	res, err := tx.ExecContext(ctx, `INSERT INTO deliveries (`+deliveryColumns+`) VALUES `+sqlTuples(len(ds), deliveryWidth)+`
+		ON CONFLICT (id) DO NOTHING`, recordedArgs(notificationID, ds, at)...)
+	if err != nil {
+		return fmt.Errorf("record deliveries: %w", err)
+	}
+	if k, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("record deliveries: %w", err)
+	} else if int(k) == len(ds) {
+		for _, d := range ds {
+			notify.CountDelivery(delta, d.Channel, d.Status, d.Reason, false)
+		}
+		return nil
+	}
+	inserted := map[string]bool{}
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM deliveries WHERE rowid > ?`, top)
+	if err != nil {
+		return fmt.Errorf("record deliveries: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("record deliveries: %w", err)
+		}
+		inserted[id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("record deliveries: %w", err)
+	}
+	var rest []notify.Delivery
+	for _, d := range ds {
+		if inserted[d.ID] {
+			notify.CountDelivery(delta, d.Channel, d.Status, d.Reason, false)
+		} else {
+			rest = append(rest, d)
+		}
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	rows, err = tx.QueryContext(ctx, `WITH u (`+deliveryColumns+`) AS (VALUES `+sqlTuples(len(rest), deliveryWidth)+`)
+		UPDATE deliveries SET status = u.status, reason = u.reason, detail = u.detail, attempts = u.attempts,
+			provider_message_id = u.provider_message_id, lease_until = 0, updated_at = u.updated_at
+		FROM u
+		WHERE deliveries.id = u.id AND +deliveries.notification_id = u.notification_id AND deliveries.status = 'PENDING'
+		RETURNING deliveries.channel, deliveries.status, deliveries.reason`, recordedArgs(notificationID, rest, at)...)
 	if err != nil {
 		return fmt.Errorf("record deliveries: %w", err)
 	}
@@ -193,4 +230,22 @@ func recordDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds
 		return fmt.Errorf("record deliveries: %w", err)
 	}
 	return nil
+}
+
+// deliveryWidth is how many columns deliveryColumns names.
+const deliveryWidth = 14
+
+// recordedArgs binds ds for deliveryColumns, rows of deliveryWidth. d.Address is deliberately
+// not bound: only the masked form is persisted.
+func recordedArgs(notificationID string, ds []notify.Delivery, at time.Time) []any {
+	args := make([]any, 0, len(ds)*deliveryWidth)
+	for _, d := range ds {
+		updated := d.UpdatedAt
+		if updated.IsZero() {
+			updated = at
+		}
+		args = append(args, d.ID, notificationID, d.UserID, string(d.Channel), string(d.Provider), d.App,
+			d.AddressMasked, string(d.Status), d.Reason, d.Detail, d.Attempts, d.ProviderMessageID, int64(0), nanosOf(updated))
+	}
+	return args
 }

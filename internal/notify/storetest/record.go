@@ -98,8 +98,10 @@ func testRecordBatchOnce(t *testing.T, s notify.Store) {
 func testRecordBatchRetry(t *testing.T, s notify.Store) {
 	n := mustCreateNotification(t, s, newNotification("billing", ""))
 	noErr(t, s.SetChunksTotal(t.Context(), n.ID, 1))
-	pending := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "q", 3)
-	_, err := s.AddChunk(t.Context(), n.ID, 0, push(3, 0, 0, 0))
+	pending := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "q", 4)
+	fresh := pending[3:] // stored first by the retry batch, beside the ones it writes over
+	pending = pending[:3]
+	_, err := s.AddChunk(t.Context(), n.ID, 0, push(4, 0, 0, 0))
 	noErr(t, err)
 	claimBatch(t, s, n.ID, "b1", t0)
 	_, err = s.RecordBatch(t.Context(), n.ID, "b1", concat(
@@ -111,9 +113,11 @@ func testRecordBatchRetry(t *testing.T, s notify.Store) {
 	}
 
 	// The retry batch holds the two PENDING ones; it also names the SENT one (as a batch re-run
-	// after a crash would), which keeps its first outcome and is not counted again.
+	// after a crash would), which keeps its first outcome and is not counted again, and one
+	// stored for the first time.
 	claimBatch(t, s, n.ID, "b1.r1", t0.Add(time.Second))
 	ok, err := s.RecordBatch(t.Context(), n.ID, "b1.r1", concat(
+		recorded(fresh, notify.DeliverySent, "", 1),
 		recorded(pending[:1], notify.DeliveryFailed, notify.ReasonRejected, 2),
 		recorded(pending[1:2], notify.DeliverySent, "", 2),
 		recorded(pending[2:], notify.DeliveryFailed, notify.ReasonRetriesExhausted, 2)), t0.Add(2*time.Second))
@@ -122,13 +126,14 @@ func testRecordBatchRetry(t *testing.T, s notify.Store) {
 		t.Fatal("RecordBatch of a claimed retry batch = false")
 	}
 	st := getStats(t, s, n.ID)
-	wantChannel(t, st, notify.ChannelPush, notify.ChannelStats{Total: 3, Sent: 2, Failed: 1})
+	wantChannel(t, st, notify.ChannelPush, notify.ChannelStats{Total: 4, Sent: 3, Failed: 1})
 	if !st.Complete() || st.FinalStatus() != notify.StatusPartiallySent {
 		t.Fatalf("Complete %v FinalStatus %s, want true PARTIALLY_SENT", st.Complete(), st.FinalStatus())
 	}
 	got := listed(t, s, n.ID)
 	for id, want := range map[string]notify.DeliveryStatus{
 		pending[0].ID: notify.DeliverySent, pending[1].ID: notify.DeliverySent, pending[2].ID: notify.DeliveryFailed,
+		fresh[0].ID: notify.DeliverySent,
 	} {
 		if got[id].Status != want {
 			t.Fatalf("delivery %s = %s, want %s", id, got[id].Status, want)
