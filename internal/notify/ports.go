@@ -75,10 +75,11 @@ type DeliveryStore interface {
 	ListDeliveries(ctx context.Context, notificationID, cursor string, limit int) (ds []Delivery, next string, err error)
 }
 
-// BatchStore is the bulk lane's idempotency: one record per prepared chunk and one per send
-// batch (at most a provider batch, e.g. 500 tokens), never one per recipient — what keeps a
-// million-recipient campaign at a few thousand store writes. The realtime lane keeps
-// per-delivery records (DeliveryStore) instead.
+// BatchStore is the idempotency of send batches claimed whole: one record per prepared chunk
+// and one per send batch (at most a provider batch, e.g. 500 tokens), never one per recipient —
+// what keeps a million-recipient campaign at a few thousand store writes. The realtime lane
+// claims its batches the same way and stores each delivery once, with its outcome
+// (RecordBatch); its AlimTalk deliveries are claimed and completed one by one (DeliveryStore).
 type BatchStore interface {
 	// ChunkPrepared reports whether chunk of the notification is marked prepared (by
 	// AddChunk or CreateDeliveries). ENOTFOUND if the notification is unknown.
