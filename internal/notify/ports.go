@@ -70,8 +70,9 @@ type DeliveryStore interface {
 	// and Detail, and counts nothing. Updates for deliveries not in SENDING are ignored; any
 	// other status is an EINVALID. Returns how many were applied.
 	CompleteDeliveries(ctx context.Context, notificationID string, updates []DeliveryUpdate) (int, error)
-	// ListDeliveries pages a notification's deliveries in ID order; cursor "" starts, next ""
-	// means the end.
+	// ListDeliveries pages a notification's deliveries, each once, in an order the store keeps
+	// stable (DynamoDB: id order; SQLite: the order they were stored, which keeps storing them
+	// cheap); cursor "" starts, next "" means the end.
 	ListDeliveries(ctx context.Context, notificationID, cursor string, limit int) (ds []Delivery, next string, err error)
 }
 

@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"herald/internal/notify"
@@ -303,8 +305,11 @@ func countCompleted(rows *sql.Rows, delta map[notify.Channel]notify.ChannelStats
 	return n, rows.Err()
 }
 
-// ListDeliveries implements notify.DeliveryStore. The cursor is the last id returned, base64url
-// encoded so callers treat it as opaque.
+// ListDeliveries implements notify.DeliveryStore, in the order the deliveries were stored
+// (rowid, through deliveries_by_notification); an express notification's, while its record holds
+// them, in id order. The cursor, base64url encoded so callers treat it as opaque, is "@<rowid>"
+// of the last delivery returned, or an express page's last id; an id cursor met by the stored
+// deliveries (the notification was handed over in between) continues after that delivery.
 func (s *Store) ListDeliveries(ctx context.Context, notificationID, cursor string, limit int) ([]notify.Delivery, string, error) {
 	after := ""
 	if cursor != "" {
@@ -325,25 +330,59 @@ func (s *Store) ListDeliveries(ctx context.Context, notificationID, cursor strin
 		}
 		return xs, next, nil
 	}
-	rows, err := s.db.R.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries
-		WHERE notification_id = ? AND id > ? ORDER BY id LIMIT ?`, notificationID, after, limit+1)
+	var from int64
+	if after != "" {
+		var err error
+		if from, err = s.rowidAfter(ctx, notificationID, after); err != nil {
+			return nil, "", fmt.Errorf("sqlite: list deliveries of %s: %w", notificationID, err)
+		}
+	}
+	rows, err := s.db.R.QueryContext(ctx, `SELECT rowid, `+deliveryColumns+` FROM deliveries
+		WHERE notification_id = ? AND rowid > ? ORDER BY rowid LIMIT ?`, notificationID, from, limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("sqlite: list deliveries of %s: %w", notificationID, err)
 	}
-	ds, err := scanDeliveries(rows, make([]notify.Delivery, 0, limit+1))
+	var rowids []int64
+	ds, err := scanDeliveriesWith(rows, make([]notify.Delivery, 0, limit+1), func() any {
+		rowids = append(rowids, 0)
+		return &rowids[len(rowids)-1]
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("sqlite: list deliveries of %s: %w", notificationID, err)
 	}
 	next := ""
 	if len(ds) > limit {
 		ds = ds[:limit]
-		next = base64.RawURLEncoding.EncodeToString([]byte(ds[limit-1].ID))
+		next = base64.RawURLEncoding.EncodeToString([]byte("@" + strconv.FormatInt(rowids[limit-1], 10)))
 	}
 	return ds, next, nil
 }
 
+// rowidAfter is where a listing continues after cursor: "@<rowid>", or the id of one of the
+// notification's deliveries.
+func (s *Store) rowidAfter(ctx context.Context, notificationID, cursor string) (int64, error) {
+	if n, ok := strings.CutPrefix(cursor, "@"); ok {
+		if v, err := strconv.ParseInt(n, 10, 64); err == nil && v >= 0 {
+			return v, nil
+		}
+		return 0, notify.FieldError("cursor", "malformed cursor")
+	}
+	var v int64
+	err := s.db.R.QueryRowContext(ctx, `SELECT rowid FROM deliveries WHERE id = ? AND notification_id = ?`, cursor, notificationID).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, notify.FieldError("cursor", "the cursor names no delivery of this notification")
+	}
+	return v, err
+}
+
 // scanDeliveries appends the rows (deliveryColumns) to out and closes rows.
 func scanDeliveries(rows *sql.Rows, out []notify.Delivery) ([]notify.Delivery, error) {
+	return scanDeliveriesWith(rows, out, nil)
+}
+
+// scanDeliveriesWith is scanDeliveries for rows with one column before deliveryColumns, scanned
+// into what lead returns for each row; nil lead: no such column.
+func scanDeliveriesWith(rows *sql.Rows, out []notify.Delivery, lead func() any) ([]notify.Delivery, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var (
@@ -351,8 +390,12 @@ func scanDeliveries(rows *sql.Rows, out []notify.Delivery) ([]notify.Delivery, e
 			ch, prov, st     string
 			lease, updatedAt int64
 		)
-		if err := rows.Scan(&d.ID, &d.NotificationID, &d.UserID, &ch, &prov, &d.App, &d.AddressMasked, &st,
-			&d.Reason, &d.Detail, &d.Attempts, &d.ProviderMessageID, &lease, &updatedAt); err != nil {
+		dest := []any{&d.ID, &d.NotificationID, &d.UserID, &ch, &prov, &d.App, &d.AddressMasked, &st,
+			&d.Reason, &d.Detail, &d.Attempts, &d.ProviderMessageID, &lease, &updatedAt}
+		if lead != nil {
+			dest = append([]any{lead()}, dest...)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return out, err
 		}
 		d.Channel = notify.Channel(ch)

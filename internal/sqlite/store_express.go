@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"herald/internal/notify"
 )
@@ -117,6 +119,9 @@ func (s *Store) HandOverExpress(ctx context.Context, id string, updates []notify
 		x.Apply(updates)
 		x.Release()
 		now := s.now().UTC()
+		// Stored in id order, the order the record listed them in, so a listing that began on
+		// the record continues on the rows (ListDeliveries) without missing one.
+		slices.SortFunc(x.Deliveries, func(a, b notify.Delivery) int { return strings.Compare(a.ID, b.ID) })
 		for _, batch := range batchesOf(x.Deliveries, storeBatch) {
 			if _, err := insertDeliveries(ctx, tx, id, batch, now, map[notify.Channel]notify.ChannelStats{}, map[string]bool{}); err != nil {
 				return err

@@ -269,3 +269,42 @@ func BenchmarkDeliveries500(b *testing.B) {
 	}
 	b.ReportMetric(float64(batch*chunk)/b.Elapsed().Seconds(), "deliveries/s")
 }
+
+// BenchmarkRecordBatch500 is the realtime lane's round for a batch of 500 deliveries claimed
+// whole (Notification.BatchClaims): the chunk counted, the batch claimed, and its deliveries
+// stored once with their outcomes. Compare BenchmarkDeliveries500, the per-delivery round.
+func BenchmarkRecordBatch500(b *testing.B) {
+	const batch = 500
+	ctx := context.Background()
+	s, _ := openTestStore(b)
+	n := &notify.Notification{ID: "n_bench", Service: "bench", Status: notify.StatusProcessing, BatchClaims: true}
+	if _, _, err := s.CreateNotification(ctx, n); err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	chunk := 0
+	ds := make([]notify.Delivery, batch)
+	b.ReportAllocs()
+	for b.Loop() {
+		total := map[notify.Channel]notify.ChannelStats{notify.ChannelPush: {Total: batch}}
+		if _, err := s.AddChunk(ctx, n.ID, chunk, total); err != nil {
+			b.Fatal(err)
+		}
+		for i := range ds {
+			addr := fmt.Sprintf("token-%d-%d-abcdefghijklmnopqrstuvwxyz", chunk, i)
+			id := notify.DeliveryID(n.ID, notify.ChannelPush, addr)
+			ds[i] = notify.Delivery{ID: id, NotificationID: n.ID, UserID: fmt.Sprintf("user-%d", i), Channel: notify.ChannelPush,
+				Provider: notify.ProviderFCM, App: "default", AddressMasked: notify.MaskToken(addr), Status: notify.DeliverySent,
+				Attempts: 1, ProviderMessageID: "projects/bench/messages/0:" + id, UpdatedAt: now}
+		}
+		bid := fmt.Sprintf("b_%d", chunk)
+		if c, err := s.ClaimBatch(ctx, n.ID, bid, now, now.Add(time.Minute)); err != nil || c.State != notify.BatchClaimed {
+			b.Fatalf("claim: %+v, %v", c, err)
+		}
+		if ok, err := s.RecordBatch(ctx, n.ID, bid, ds, now); err != nil || !ok {
+			b.Fatalf("record: %v, %v", ok, err)
+		}
+		chunk++
+	}
+	b.ReportMetric(float64(batch*chunk)/b.Elapsed().Seconds(), "deliveries/s")
+}

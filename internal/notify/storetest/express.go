@@ -17,6 +17,26 @@ var expressCases = []storeCase{
 	{"Express/Unknown", testExpressUnknown},
 	{"Express/KeyOfAnotherID", testExpressKeyOfAnotherID},
 	{"Express/CompleteBatch", testExpressCompleteBatch},
+	{"Express/ListingAcrossHandOver", testExpressListingAcrossHandOver},
+}
+
+// A listing begun while the deliveries are in the notification's record goes on after a
+// hand-over moved them into delivery records, with the same cursor: each listed once.
+func testExpressListingAcrossHandOver(t *testing.T, s notify.Store) {
+	n, push, inbox := newExpress("billing", "")
+	mustCreateNotification(t, s, n)
+	first, next, err := s.ListDeliveries(t.Context(), n.ID, "", 1)
+	noErr(t, err)
+	if len(first) != 1 || next == "" {
+		t.Fatalf("first page: %d deliveries, next %q; want 1 and a cursor", len(first), next)
+	}
+	noErr(t, s.HandOverExpress(t.Context(), n.ID, nil, true))
+	rest, next, err := s.ListDeliveries(t.Context(), n.ID, next, 10)
+	noErr(t, err)
+	if next != "" {
+		t.Fatalf("second page: next %q, want the end", next)
+	}
+	sameSet(t, "listed across the hand-over", deliveryIDs(concat(first, rest)), []string{push.ID, inbox.ID})
 }
 
 // newExpress is an express notification as ingest stores it: a push delivery claimed under a
