@@ -61,7 +61,8 @@
 //
 // deliveries — pk id (S), TTL attribute ttl (30 days after creation). One item per delivery with
 // notification_id, nshard, sshard, user_id, channel, provider, app, address_masked, status,
-// reason, detail, attempts, provider_message_id, lease_until, updated_at. There is no address
+// reason, detail, attempts, provider_message_id, lease_until, updated_at, and rbatch (the realtime
+// send batch that stored it with its outcome, RecordBatch; absent otherwise). There is no address
 // attribute: the raw token, email or phone only travels in queue messages. GSI by_notification:
 // nshard (S, "<notification id>#<00..15>", by hash of the delivery id) × id, KEYS_ONLY — sharded
 // so a large campaign's inserts spread over 16 index partitions, keys only so claims and
@@ -150,6 +151,13 @@
 //     SENDING and the notification id + 1 shard ADD; lost conditions are dropped and the rest
 //     retried. A SENDING verdict (accepted, verdict to come) sets the new lease_until and moves
 //     no counter; every other verdict sets lease_until to 0.
+//   - RecordBatch (a realtime batch claimed whole): a consistent read of the batch item (done:
+//     nothing to do), one PutItem per delivery, 16 at once, conditioned on attribute_not_exists
+//     or (the same notification and (status = PENDING or rbatch = this batch)) — one write unit
+//     and one for its index entry, where CreateDeliveries, ClaimDeliveries and CompleteDeliveries
+//     bill five — then the batch's done flag with one ADD of the outcomes whose puts succeeded,
+//     in one transaction. A crash before that transaction leaves uncounted deliveries tagged
+//     with the batch, which its re-run writes over and counts.
 //   - SetNotificationStatus / SetChunksTotal: conditional UpdateItem (attribute_exists, status IN
 //     from); ALL_OLD on failure tells ENOTFOUND from ECONFLICT.
 //   - PutDevice: transaction of the device put and the owner item put conditioned on
