@@ -112,16 +112,10 @@ func (s *Store) ClaimBatch(ctx context.Context, notificationID, batchID string, 
 // CompleteBatch implements notify.BatchStore.
 func (s *Store) CompleteBatch(ctx context.Context, notificationID, batchID string, delta map[notify.Channel]notify.ChannelStats, at time.Time) (bool, error) {
 	var applied bool
-	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE send_batches SET done = 1, lease_until = 0, updated_at = ?
-			WHERE notification_id = ? AND id = ? AND done = 0`, at.UnixNano(), notificationID, batchID)
-		if err != nil {
+	err := s.db.Tx(ctx, func(tx *sql.Tx) (err error) {
+		if applied, err = markBatchDone(ctx, tx, notificationID, batchID, at); err != nil || !applied {
 			return err
 		}
-		if k, err := res.RowsAffected(); err != nil || k == 0 {
-			return err
-		}
-		applied = true
 		return s.addStats(ctx, tx, notificationID, delta)
 	})
 	if err != nil {
@@ -130,27 +124,32 @@ func (s *Store) CompleteBatch(ctx context.Context, notificationID, batchID strin
 	return applied, nil
 }
 
+// markBatchDone marks a claimed batch that is not done yet done, and reports whether it did.
+func markBatchDone(ctx context.Context, tx *sql.Tx, notificationID, batchID string, at time.Time) (bool, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE send_batches SET done = 1, lease_until = 0, updated_at = ?
+		WHERE notification_id = ? AND id = ? AND done = 0`, at.UnixNano(), notificationID, batchID)
+	if err != nil {
+		return false, err
+	}
+	k, err := res.RowsAffected()
+	return k == 1, err
+}
+
 // RecordBatch implements notify.BatchStore as one transaction: the batch is marked done, and
 // each delivery is inserted, or written over a PENDING one of the same notification (a retry's
-// outcome); RETURNING tells which rows were written, and only their outcomes are counted.
+// outcome); only the outcomes of the rows written are counted (recordDeliveries).
 func (s *Store) RecordBatch(ctx context.Context, notificationID, batchID string, ds []notify.Delivery, at time.Time) (bool, error) {
 	if err := notify.CheckRecorded(notificationID, ds); err != nil {
 		return false, fmt.Errorf("sqlite: record batch %s of %s: %w", batchID, notificationID, err)
 	}
 	var applied bool
-	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE send_batches SET done = 1, lease_until = 0, updated_at = ?
-			WHERE notification_id = ? AND id = ? AND done = 0`, at.UnixNano(), notificationID, batchID)
-		if err != nil {
+	err := s.db.Tx(ctx, func(tx *sql.Tx) (err error) {
+		if applied, err = markBatchDone(ctx, tx, notificationID, batchID, at); err != nil {
 			return err
 		}
-		if k, err := res.RowsAffected(); err != nil || k == 0 {
-			if err == nil {
-				err = notificationExists(ctx, tx, notificationID)
-			}
-			return err
+		if !applied {
+			return notificationExists(ctx, tx, notificationID)
 		}
-		applied = true
 		delta := map[notify.Channel]notify.ChannelStats{}
 		for _, batch := range batchesOf(ds, storeBatch) {
 			if err := recordDeliveries(ctx, tx, notificationID, batch, at, delta); err != nil {
