@@ -214,24 +214,31 @@ func TestBulkLaneRecordsBatchesNotRecipients(t *testing.T) {
 
 	// Redelivery of everything — every prepare and every send message again — sends nothing
 	// and counts nothing twice.
-	for _, body := range prepared {
-		if err := b.q.Send(ctx, "prepare-bulk", notify.OutMessage{Body: body}); err != nil {
-			t.Fatal(err)
+	b.redeliver(t, notify.LaneBulk, prepared, sends, n.ID, want)
+}
+
+// redeliver puts every prepare and send message of lane back on its queue and drains them, and
+// checks that no token was accepted twice and that the push counts of notification id are
+// still want.
+func (b *bulkHarness) redeliver(t *testing.T, lane notify.Lane, prepared, sends [][]byte, id string, want notify.ChannelStats) {
+	t.Helper()
+	ctx := t.Context()
+	prepare, send := notify.LaneQueue(notify.StagePrepare, lane), notify.LaneQueue(notify.StageSend, lane)
+	for queue, bodies := range map[string][][]byte{prepare: prepared, send: sends} {
+		for _, body := range bodies {
+			if err := b.q.Send(ctx, queue, notify.OutMessage{Body: body}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	for _, body := range sends {
-		if err := b.q.Send(ctx, "send-bulk", notify.OutMessage{Body: body}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b.drain(t, "prepare-bulk", b.p.Prepare())
-	b.drain(t, "send-bulk", b.p.Send())
+	b.drain(t, prepare, b.p.Prepare())
+	b.drain(t, send, b.p.Send())
 	for tok, got := range b.fcm.accepted {
 		if len(got) != 1 {
 			t.Fatalf("after redelivery token %s accepted %d times", tok, len(got))
 		}
 	}
-	again, _ := b.st.GetNotification(ctx, n.ID)
+	again, _ := b.st.GetNotification(ctx, id)
 	if got := again.Stats.Channels[notify.ChannelPush]; got != want {
 		t.Fatalf("after redelivery push stats = %+v, want %+v", got, want)
 	}

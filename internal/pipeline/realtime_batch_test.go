@@ -145,27 +145,7 @@ func TestRealtimeBatchClaimsStoreEachDeliveryOnce(t *testing.T) {
 	}
 
 	// Redelivery of everything sends nothing and counts nothing twice.
-	for _, body := range prepared {
-		if err := b.q.Send(ctx, "prepare-realtime", notify.OutMessage{Body: body}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, body := range sends {
-		if err := b.q.Send(ctx, "send-realtime", notify.OutMessage{Body: body}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b.drain(t, "prepare-realtime", b.p.Prepare())
-	b.drain(t, "send-realtime", b.p.Send())
-	for tok, got := range b.fcm.accepted {
-		if len(got) != 1 {
-			t.Fatalf("after redelivery token %s accepted %d times", tok, len(got))
-		}
-	}
-	again, _ := b.st.GetNotification(ctx, n.ID)
-	if got := again.Stats.Channels[notify.ChannelPush]; got != wantPush {
-		t.Fatalf("after redelivery push stats = %+v, want %+v", got, wantPush)
-	}
+	b.redeliver(t, notify.LaneRealtime, prepared, sends, n.ID, wantPush)
 }
 
 // Ingest sets BatchClaims on a realtime notification it hands to the stage queues, and on no
