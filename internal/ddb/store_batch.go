@@ -206,10 +206,31 @@ func (s *Store) RecordBatch(ctx context.Context, notificationID, batchID string,
 		return false, nil
 	}
 
+	stored, err := s.putRecorded(ctx, notificationID, batchID, ds, at)
+	if err != nil {
+		return false, wrapErr(op, fmt.Errorf("store deliveries: %w", err))
+	}
+	delta := map[notify.Channel]notify.ChannelStats{}
+	for i, d := range ds {
+		if stored[i] {
+			notify.CountDelivery(delta, d.Channel, d.Status, d.Reason, false)
+		}
+	}
+	done, err := s.markBatchDone(ctx, notificationID, batchID, main.Shards, delta, at)
+	if err != nil {
+		return false, wrapErr(op, err)
+	}
+	return done, nil
+}
+
+// putRecorded is RecordBatch's first step: one conditional PutItem per delivery of ds, tagged
+// with batchID. It reports which were stored; a failed condition (another outcome stands) is
+// not an error.
+func (s *Store) putRecorded(ctx context.Context, notificationID, batchID string, ds []notify.Delivery, at time.Time) ([]bool, error) {
 	stored := make([]bool, len(ds))
 	ttl := ttlOf(at.Add(deliveryRetention))
 	sshard := shardOf(batchID, statsShards)
-	err = forEach(ctx, len(ds), func(ctx context.Context, i int) error {
+	err := forEach(ctx, len(ds), func(ctx context.Context, i int) error {
 		d := ds[i]
 		updated := d.UpdatedAt
 		if updated.IsZero() {
@@ -241,18 +262,5 @@ func (s *Store) RecordBatch(ctx context.Context, notificationID, batchID string,
 		stored[i] = err == nil
 		return err
 	})
-	if err != nil {
-		return false, wrapErr(op, fmt.Errorf("store deliveries: %w", err))
-	}
-	delta := map[notify.Channel]notify.ChannelStats{}
-	for i, d := range ds {
-		if stored[i] {
-			notify.CountDelivery(delta, d.Channel, d.Status, d.Reason, false)
-		}
-	}
-	done, err := s.markBatchDone(ctx, notificationID, batchID, main.Shards, delta, at)
-	if err != nil {
-		return false, wrapErr(op, err)
-	}
-	return done, nil
+	return stored, err
 }
