@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"runtime"
 	"sync"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -23,7 +24,17 @@ type DB struct {
 	Path string
 
 	group txGroup // Tx's group commit
+
+	// ckpt is the checkpointer's own connection: the writer never checkpoints (its
+	// wal_autocheckpoint is 0), so no commit waits while the WAL is copied into the database.
+	ckpt     *sql.DB
+	stopCkpt chan struct{}
+	ckptDone chan struct{}
 }
+
+// checkpointEvery is how often the checkpointer copies the WAL into the database: a PASSIVE
+// checkpoint, which never waits for the writer or readers and copies what it can.
+const checkpointEvery = 100 * time.Millisecond
 
 // Open opens (creating if needed) the database file at path in WAL mode. path ":memory:" is not
 // supported (readers would see another database); use a file in t.TempDir() in tests.
@@ -40,7 +51,10 @@ func Open(path string) (*DB, error) {
 		q.Add("_pragma", p)
 	}
 	dsn := "file:" + path + "?" + q.Encode()
-	w, err := sql.Open(cachingDriverName, dsn+"&_txlock=immediate")
+	// SQLite checkpoints on the commit that takes the WAL past 1,000 pages, inside that commit:
+	// under a campaign's stream of writes that stalled every transaction queued behind it —
+	// the single writer — for as long as the copy took. The checkpointer does it instead.
+	w, err := sql.Open(cachingDriverName, dsn+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)")
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
@@ -59,17 +73,48 @@ func Open(path string) (*DB, error) {
 	n := max(4, runtime.GOMAXPROCS(0)*2)
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
-	return &DB{W: w, R: r, Path: path}, nil
+	c, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	c.SetMaxOpenConns(1)
+	db := &DB{W: w, R: r, Path: path, ckpt: c, stopCkpt: make(chan struct{}), ckptDone: make(chan struct{})}
+	go db.checkpointer()
+	return db, nil
 }
 
-// Close closes both pools.
+// checkpointer copies the WAL into the database every checkpointEvery until Close, and once
+// more, truncating the WAL, when it closes.
+func (db *DB) checkpointer() {
+	defer close(db.ckptDone)
+	t := time.NewTicker(checkpointEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.stopCkpt:
+			_, _ = db.ckpt.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+			return
+		case <-t.C:
+			// A failure (the file busy past busy_timeout) is tried again at the next tick.
+			_, _ = db.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+		}
+	}
+}
+
+// Close stops the checkpointer and closes the pools.
 func (db *DB) Close() error {
+	select {
+	case <-db.stopCkpt:
+	default:
+		close(db.stopCkpt)
+	}
+	<-db.ckptDone
+	err0 := db.ckpt.Close()
 	err1 := db.R.Close()
 	err2 := db.W.Close()
-	if err2 != nil {
-		return err2
-	}
-	return err1
+	return errors.Join(err2, err1, err0)
 }
 
 // Tx runs fn in a write transaction, committing if fn returns nil. Concurrent calls share

@@ -2,8 +2,11 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestOpenWAL(t *testing.T) {
@@ -32,5 +35,51 @@ func TestOpenWAL(t *testing.T) {
 	}
 	if _, err := db.R.Exec("INSERT INTO t VALUES (2)"); err == nil {
 		t.Fatal("reader pool accepted a write")
+	}
+}
+
+// The writer never checkpoints; the checkpointer does, so the WAL stays bounded under a stream
+// of writes (with neither, it would hold every page ever written), and Close truncates it.
+func TestCheckpointerKeepsTheWALBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wal.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := db.W.ExecContext(ctx, `CREATE TABLE blobs (id INTEGER PRIMARY KEY, b BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	var auto int
+	if err := db.W.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&auto); err != nil || auto != 0 {
+		t.Fatalf("the writer's wal_autocheckpoint = %d (%v), want 0", auto, err)
+	}
+	payload := make([]byte, 64<<10)
+	const writes = 400 // 25 MB in all
+	largest := int64(0)
+	for i := range writes {
+		err := db.Tx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO blobs (b) VALUES (?)`, payload)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%20 == 0 {
+			time.Sleep(2 * checkpointEvery / 3)
+		}
+		if fi, err := os.Stat(path + "-wal"); err == nil {
+			largest = max(largest, fi.Size())
+		}
+	}
+	t.Logf("largest WAL %d bytes after writing %d", largest, writes*len(payload))
+	if largest > int64(writes*len(payload))/2 {
+		t.Fatalf("the WAL grew to %d bytes for %d written: nothing checkpointed it", largest, writes*len(payload))
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path + "-wal"); err == nil && fi.Size() > 0 {
+		t.Fatalf("WAL of %d bytes after Close, want it truncated", fi.Size())
 	}
 }
