@@ -147,17 +147,7 @@ func TestBulkLaneRecordsBatchesNotRecipients(t *testing.T) {
 	b := newBulkHarness(t)
 	ctx := t.Context()
 	const tokens = 2000
-	var rs []notify.Recipient
-	for i := range tokens {
-		tok := fmt.Sprintf("tok-%05d", i)
-		switch {
-		case i%400 == 7:
-			tok = fmt.Sprintf("dead-%05d", i)
-		case i%250 == 3:
-			tok = fmt.Sprintf("flaky-%05d", i)
-		}
-		rs = append(rs, notify.Recipient{FCMToken: tok})
-	}
+	rs := scriptedTokens(tokens)
 	n := &notify.Notification{
 		ID: notify.NewID("n_", b.clock.Now()), Service: "shop", Category: notify.CategoryMarketing, Lane: notify.LaneBulk,
 		Channels: []notify.Channel{notify.ChannelPush}, Content: notify.Content{Title: "Sale", Body: "Today only"},
@@ -179,20 +169,7 @@ func TestBulkLaneRecordsBatchesNotRecipients(t *testing.T) {
 	b.drain(t, "record-bulk", b.p.Record())
 
 	// Every live token exactly once, the dead ones never, the flaky ones after their retry.
-	dead := 0
-	for _, r := range rs {
-		got := b.fcm.accepted[r.FCMToken]
-		if strings.HasPrefix(r.FCMToken, "dead-") {
-			dead++
-			if len(got) != 0 {
-				t.Fatalf("dead token %s accepted %d times", r.FCMToken, len(got))
-			}
-			continue
-		}
-		if len(got) != 1 || got[0] != n.ID {
-			t.Fatalf("token %s accepted %v, want once with collapse id %s", r.FCMToken, got, n.ID)
-		}
-	}
+	dead := b.acceptedOnce(t, rs, n.ID)
 	stored, err := b.st.GetNotification(ctx, n.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -215,6 +192,43 @@ func TestBulkLaneRecordsBatchesNotRecipients(t *testing.T) {
 	// Redelivery of everything — every prepare and every send message again — sends nothing
 	// and counts nothing twice.
 	b.redeliver(t, notify.LaneBulk, prepared, sends, n.ID, want)
+}
+
+// scriptedTokens is n direct FCM recipients, tok-…, with every 400th (from the 8th) a dead-…
+// token and every 250th (from the 4th) a flaky-… one (scriptedFCM).
+func scriptedTokens(n int) []notify.Recipient {
+	rs := make([]notify.Recipient, n)
+	for i := range rs {
+		tok := fmt.Sprintf("tok-%05d", i)
+		switch {
+		case i%400 == 7:
+			tok = fmt.Sprintf("dead-%05d", i)
+		case i%250 == 3:
+			tok = fmt.Sprintf("flaky-%05d", i)
+		}
+		rs[i] = notify.Recipient{FCMToken: tok}
+	}
+	return rs
+}
+
+// acceptedOnce checks that scriptedFCM accepted every live token of rs exactly once, with
+// collapse id id, and no dead one; it returns how many were dead.
+func (b *bulkHarness) acceptedOnce(t *testing.T, rs []notify.Recipient, id string) (dead int) {
+	t.Helper()
+	for _, r := range rs {
+		got := b.fcm.accepted[r.FCMToken]
+		if strings.HasPrefix(r.FCMToken, "dead-") {
+			dead++
+			if len(got) != 0 {
+				t.Fatalf("dead token %s accepted %d times", r.FCMToken, len(got))
+			}
+			continue
+		}
+		if len(got) != 1 || got[0] != id {
+			t.Fatalf("token %s accepted %v, want once with collapse id %s", r.FCMToken, got, id)
+		}
+	}
+	return dead
 }
 
 // redeliver puts every prepare and send message of lane back on its queue and drains them, and

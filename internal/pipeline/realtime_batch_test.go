@@ -1,7 +1,6 @@
 package pipeline_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,17 +17,7 @@ func TestRealtimeBatchClaimsStoreEachDeliveryOnce(t *testing.T) {
 	b := newBulkHarness(t)
 	ctx := t.Context()
 	const tokens = 1200
-	var rs []notify.Recipient
-	for i := range tokens {
-		tok := fmt.Sprintf("tok-%05d", i)
-		switch {
-		case i%400 == 7:
-			tok = fmt.Sprintf("dead-%05d", i)
-		case i%250 == 3:
-			tok = fmt.Sprintf("flaky-%05d", i)
-		}
-		rs = append(rs, notify.Recipient{FCMToken: tok})
-	}
+	rs := scriptedTokens(tokens)
 	// Two users: one with a device (pushed, and an inbox item), one without (skipped at prepare).
 	if err := b.st.PutDevice(ctx, notify.Device{UserID: "u-ann", Token: "tok-ann", Platform: notify.PlatformFCM, App: "default"}); err != nil {
 		t.Fatal(err)
@@ -55,20 +44,7 @@ func TestRealtimeBatchClaimsStoreEachDeliveryOnce(t *testing.T) {
 	sends := b.drain(t, "send-realtime", b.p.Send())
 	b.drain(t, "record-realtime", b.p.Record())
 
-	dead := 0
-	for _, r := range rs[:tokens] {
-		got := b.fcm.accepted[r.FCMToken]
-		if strings.HasPrefix(r.FCMToken, "dead-") {
-			dead++
-			if len(got) != 0 {
-				t.Fatalf("dead token %s accepted %d times", r.FCMToken, len(got))
-			}
-			continue
-		}
-		if len(got) != 1 || got[0] != n.ID {
-			t.Fatalf("token %s accepted %v, want once with collapse id %s", r.FCMToken, got, n.ID)
-		}
-	}
+	dead := b.acceptedOnce(t, rs[:tokens], n.ID)
 	if got := b.fcm.accepted["tok-ann"]; len(got) != 1 {
 		t.Fatalf("u-ann's device accepted %d times, want 1", len(got))
 	}
