@@ -61,7 +61,7 @@ bench: build tools ## print figures: single sends end to end (rates, backlog, ro
 	$(BIN)/herald bench cost --dynamodb-endpoint $$ep $(if $(COST_SENDS),--sends $(COST_SENDS)) $(if $(COST_DEVICES),--devices $(COST_DEVICES)); \
 	echo "==> functions under aws-lambda-rie"; \
 	HERALD_FUNCTION_BENCH=1 HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) $(GO) test -count=1 -run TestReportInitAndSize -v ./functions/ | grep -v '^=== \|^--- \|^PASS\|^ok\|INFO'
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/sqlite/ ./internal/fcm/ ./internal/apns/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/sqlite/ ./internal/fcm/ ./internal/apns/ ./internal/api/
 
 # The binaries the end-to-end and emulator tests run, built once per `make test` for this host with
 # the settings `go vet` and `go test` compile with (no -trimpath, no CGO_ENABLED or GOARCH change:

@@ -205,13 +205,16 @@ func (f *keyFrame) path() string {
 }
 
 // scanKeys scans raw for an object with the same key twice (the path of the second, found)
-// and returns every distinct object key it met. A syntax error ends the scan without a finding.
+// and returns every distinct object key it met. A syntax error ends the scan without a finding:
+// decoding reports it. It reads the bytes itself — encoding/json's Decoder.Token, which it
+// used before, allocated for every token and took as long as decoding the request.
 func scanKeys(raw []byte) (dup string, keys map[string]struct{}, found bool) {
 	keys = map[string]struct{}{}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
 	var top *keyFrame
-	afterValue := func() {
+	// after marks the end of a value in top: a ',' or top's close must come next.
+	after := false
+	value := func() {
+		after = true
 		if top == nil {
 			return
 		}
@@ -221,44 +224,107 @@ func scanKeys(raw []byte) (dup string, keys map[string]struct{}, found bool) {
 			top.n++
 		}
 	}
-	for {
-		tok, err := dec.Token()
-		if err != nil {
+	for i := 0; ; {
+		for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+			i++
+		}
+		if i >= len(raw) || (top == nil && after) {
+			return "", keys, false
+		}
+		c := raw[i]
+		switch {
+		case c == ',' && after && top != nil:
+			after = false
+			i++
+			continue
+		case (c == '}' && top != nil && top.object && (after || len(top.keys) == 0) && top.wantKey) ||
+			(c == ']' && top != nil && !top.object && (after || top.n == 0)):
+			top = top.parent
+			i++
+			value()
+			continue
+		case after:
 			return "", keys, false
 		}
 		if top != nil && top.object && top.wantKey {
-			if k, ok := tok.(string); ok {
-				if slices.Contains(top.keys, k) {
-					return joinPath(top.path(), k), keys, true
-				}
-				top.keys = append(top.keys, k)
-				keys[k] = struct{}{}
-				top.key, top.wantKey = k, false
-				continue
+			k, next, ok := jsonString(raw, i)
+			if !ok {
+				return "", keys, false
 			}
-			// '}': the object ends.
-			top = top.parent
-			afterValue()
-		} else if d, ok := tok.(json.Delim); ok {
-			switch d {
-			case '{', '[':
-				f := &keyFrame{object: d == '{', parent: top, wantKey: d == '{'}
-				if top != nil {
-					f.pkey, f.pidx = top.key, top.n
-				}
-				top = f
-				continue
-			default: // ']'
-				top = top.parent
-				afterValue()
+			if slices.Contains(top.keys, k) {
+				return joinPath(top.path(), k), keys, true
 			}
-		} else {
-			afterValue()
+			top.keys = append(top.keys, k)
+			keys[k] = struct{}{}
+			top.key, top.wantKey = k, false
+			for i = next; i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r'); i++ {
+			}
+			if i >= len(raw) || raw[i] != ':' {
+				return "", keys, false
+			}
+			i++
+			continue
 		}
-		if top == nil {
-			return "", keys, false
+		switch c {
+		case '{', '[':
+			f := &keyFrame{object: c == '{', parent: top, wantKey: c == '{'}
+			if top != nil {
+				f.pkey, f.pidx = top.key, top.n
+			}
+			top = f
+			i++
+		case '"':
+			end := stringEnd(raw, i)
+			if end < 0 {
+				return "", keys, false
+			}
+			i = end
+			value()
+		default: // a number, true, false or null: decoding checks which
+			start := i
+			for i < len(raw) && !strings.ContainsRune(" \t\n\r,]}:[{\"", rune(raw[i])) {
+				i++
+			}
+			if i == start {
+				return "", keys, false
+			}
+			value()
 		}
 	}
+}
+
+// stringEnd is the index just after the JSON string that starts at raw[i] ('"'), or -1.
+func stringEnd(raw []byte, i int) int {
+	for j := i + 1; j < len(raw); j++ {
+		switch raw[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// jsonString reads the JSON string that starts at raw[i] ('"'): its value, and the index just
+// after it.
+func jsonString(raw []byte, i int) (string, int, bool) {
+	if i >= len(raw) || raw[i] != '"' {
+		return "", 0, false
+	}
+	end := stringEnd(raw, i)
+	if end < 0 {
+		return "", 0, false
+	}
+	body := raw[i+1 : end-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		return string(body), end, true
+	}
+	var s string
+	if err := json.Unmarshal(raw[i:end], &s); err != nil {
+		return "", 0, false
+	}
+	return s, end, true
 }
 
 // mayBeInexact reports whether a key of keys could name a field of t's tree only by

@@ -185,12 +185,21 @@ func TestDecodeIsStrict(t *testing.T) {
 
 func TestDuplicateKeyScan(t *testing.T) {
 	for raw, want := range map[string]string{
-		`{"a":1,"b":{"c":[1,{"d":1,"d":2}]}}`: "b.c[1].d",
-		`[{"a":1},{"a":1,"a":2}]`:             "[1].a",
-		`{"a":{},"b":[],"a":1}`:               "a",
-		`{"a":{"x":1},"b":{"x":1}}`:           "",
-		`{"a":[[],[{}],{"z":1}],"z":1}`:       "",
-		`{"a":1,"b"`:                          "", // a syntax error is decoding's to report
+		`{"a":1,"b":{"c":[1,{"d":1,"d":2}]}}`:   "b.c[1].d",
+		`[{"a":1},{"a":1,"a":2}]`:               "[1].a",
+		`{"a":{},"b":[],"a":1}`:                 "a",
+		`{"a":{"x":1},"b":{"x":1}}`:             "",
+		`{"a":[[],[{}],{"z":1}],"z":1}`:         "",
+		`{"a":1,"b"`:                            "", // a syntax error is decoding's to report
+		`{"a":1 "a":2}`:                         "", // so is a missing comma
+		`{"a":1,,"a":2}`:                        "",
+		`[1,]`:                                  "",
+		"{\"a\":1,\"\\u0061\":2}":               "a", // the same key, escaped
+		`{"a":"}{\"[","b":["]",{"a":1}],"a":0}`: "a", // braces and quotes inside strings
+		" { \"x\" : [ true , null , -1.5e3 ] ,\n\t\"x\" : false } ": "x",
+		`{"d":{"k1":1,"k2":2,"k1":3}}`:                              "d.k1",
+		`[[{"a":1}],[{"b":1},{"b":2,"c":[{"b":1,"b":2}]}]]`:         "[1][1].c[0].b",
+		`{}`: "", `[]`: "", `"a"`: "", `{"a":[]}`: "",
 	} {
 		got, ok := duplicateKey([]byte(raw))
 		if got != want || ok != (want != "") {
