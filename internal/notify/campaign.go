@@ -76,7 +76,7 @@ func (a Audience) Validate() error {
 			errs = append(errs, FieldError(f, "the same source as audience.sources[%d]", j))
 			continue
 		}
-		if len(s.App) > 128 || (s.App != "" && !keyRe.MatchString(s.App)) {
+		if len(s.App) > 128 || (s.App != "" && !isKey(s.App)) {
 			errs = append(errs, FieldError(f+".app", "must be 1–128 printable ASCII characters without spaces"))
 		}
 		if s.Locale != "" && !ValidLocale(s.Locale) {
