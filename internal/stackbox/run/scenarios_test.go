@@ -156,9 +156,18 @@ func (s *scenarios) reservedRescheduled(t *testing.T) {
 		t.Fatalf("after the first time's fire: %s with %d pushes, want SCHEDULED and none", st, s.pushes(token))
 	}
 	s.box.AdvanceSchedulerClock(time.Until(later) + time.Second)
-	s.waitStatus(t, id, "SENT", 30*time.Second)
+	v := s.waitStatus(t, id, "SENT", 30*time.Second)
 	if n := s.pushes(token); n != 1 {
 		t.Fatalf("dave got %d pushes, want 1", n)
+	}
+	// Fired, it went through prepare, send and record: its batch was claimed whole, and send
+	// stored the delivery with its outcome (RecordBatch), which the api function lists.
+	ds, _ := v["deliveries"].([]any)
+	if len(ds) != 1 {
+		t.Fatalf("deliveries of %s: %v, want dave's push", id, v["deliveries"])
+	}
+	if d, _ := ds[0].(map[string]any); d["status"] != "SENT" || d["attempts"] != float64(1) || d["user_id"] != "dave" {
+		t.Fatalf("dave's delivery: %v, want SENT at the first attempt", d)
 	}
 }
 
