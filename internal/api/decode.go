@@ -225,9 +225,7 @@ func scanKeys(raw []byte) (dup string, keys map[string]struct{}, found bool) {
 		}
 	}
 	for i := 0; ; {
-		for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
-			i++
-		}
+		i = skipSpace(raw, i)
 		if i >= len(raw) || (top == nil && after) {
 			return "", keys, false
 		}
@@ -257,9 +255,7 @@ func scanKeys(raw []byte) (dup string, keys map[string]struct{}, found bool) {
 			top.keys = append(top.keys, k)
 			keys[k] = struct{}{}
 			top.key, top.wantKey = k, false
-			for i = next; i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r'); i++ {
-			}
-			if i >= len(raw) || raw[i] != ':' {
+			if i = skipSpace(raw, next); i >= len(raw) || raw[i] != ':' {
 				return "", keys, false
 			}
 			i++
@@ -291,6 +287,14 @@ func scanKeys(raw []byte) (dup string, keys map[string]struct{}, found bool) {
 			value()
 		}
 	}
+}
+
+// skipSpace is the index of the first byte at or after i that is not JSON whitespace.
+func skipSpace(raw []byte, i int) int {
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // stringEnd is the index just after the JSON string that starts at raw[i] ('"'), or -1.
