@@ -29,8 +29,10 @@ type suppressItem struct {
 
 // Send returns the handler of the send queues: claim what the batch holds (so a redelivered
 // batch never resends what was sent), wait for the provider's rate limit, send, classify each
-// result, and enqueue retries, cleanup and record. The realtime lane claims and records every
-// delivery; the bulk lane claims and records the batch as one (notify.BatchStore).
+// result, and enqueue retries, cleanup and record. Batches are claimed and completed as one
+// record (notify.BatchStore), and on the realtime lane each delivery stored then with its
+// outcome; a realtime notification without BatchClaims (AlimTalk, an express hand-over) has
+// every delivery claimed and completed one by one.
 func (p *Pipeline) Send() Handler {
 	return func(ctx context.Context, msgs []notify.Message) []ItemFailure {
 		return each(ctx, msgs, p.sendOne)
@@ -90,7 +92,8 @@ func (p *Pipeline) recordLater(ctx context.Context, n *notify.Notification) erro
 	return p.send(ctx, notify.LaneQueue(notify.StageRecord, lane(n)), n.Service, 0, recordMsg{NotificationID: n.ID})
 }
 
-// sendDeliveries is the realtime lane: every delivery is claimed and completed in the store.
+// sendDeliveries is the realtime lane without BatchClaims: every delivery is claimed and
+// completed in the store.
 func (p *Pipeline) sendDeliveries(ctx context.Context, n *notify.Notification, sm sendMsg, sender notify.Sender) error {
 	ids := make([]string, len(sm.Items))
 	byID := make(map[string]sendItem, len(sm.Items))
