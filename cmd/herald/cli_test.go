@@ -199,3 +199,13 @@ func TestWebPushKeys(t *testing.T) {
 		t.Errorf("unknown subcommand: exit %d, want 2", code)
 	}
 }
+
+// The local runtime's processes run twice the default GOMAXPROCS, unless the environment sets it.
+func TestLocalProcs(t *testing.T) {
+	if got := localProcs("", 2); got != 4 {
+		t.Fatalf("localProcs(unset, 2) = %d, want 4", got)
+	}
+	if got := localProcs("3", 3); got != 3 {
+		t.Fatalf("localProcs(GOMAXPROCS=3, 3) = %d, want 3: the environment wins", got)
+	}
+}

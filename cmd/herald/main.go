@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 )
 
 const usage = `herald — notifications you can trust
@@ -60,7 +61,25 @@ var commands = map[string]command{
 }
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "dev" || os.Args[1] == "bench") {
+		runtime.GOMAXPROCS(localProcs(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// localProcs is how many Go threads run at once (GOMAXPROCS) in a process that holds the local
+// runtime — the API, every stage, the SQLite writer and the sandbox — given the environment's
+// GOMAXPROCS and the default procs: twice the default, unless the environment sets it. With as
+// many as there are cores, a real-time request that wakes while a campaign keeps every one busy
+// waits for Go's own preemption (10 ms slices); with twice as many, the kernel's scheduler,
+// which favours a thread that was asleep, runs it at once. Measured on 2 cores (README,
+// Benchmarks): real-time p99 during a 100,000-device campaign 18–21 ms instead of 28–40 ms, the
+// campaign as fast.
+func localProcs(env string, procs int) int {
+	if env != "" {
+		return procs
+	}
+	return 2 * procs
 }
 
 // run is herald with args (without the program name); it returns the exit code.
