@@ -279,7 +279,15 @@ func (s *scenarios) campaign(t *testing.T) {
 	waitFor(t, 150*time.Second, "every device's push", func() (bool, string) {
 		n := s.campaignPushes(devices)
 		unreached, repeated := s.campaignReach(devices)
-		return n == devices, fmt.Sprintf("%d pushes, %d devices without one, %d with more than one", n, unreached, repeated)
+		if n == devices {
+			return true, ""
+		}
+		// What a failure reports: which devices, and what the campaign counted for them.
+		_, v := s.call(t, s.service, "", "GET", "/v1/campaigns/"+id, nil)
+		stats, _ := json.Marshal(map[string]any{"state": v["state"], "stats": v["stats"], "progress": v["progress"],
+			"skipped_by_reason": v["skipped_by_reason"], "failed_by_reason": v["failed_by_reason"]})
+		return false, fmt.Sprintf("%d pushes, %d devices without one (%s), %d with more than one; campaign %s",
+			n, unreached, s.unreachedDevices(devices), repeated, stats)
 	})
 	phase("every device pushed")
 	if unreached, repeated := s.campaignReach(devices); unreached+repeated > 0 {
@@ -309,6 +317,28 @@ func (s *scenarios) campaignReach(devices int) (unreached, repeated int) {
 		}
 	}
 	return unreached, repeated
+}
+
+// unreachedDevices names the campaign's devices without a push: how many, and their index
+// ranges (at most 10).
+func (s *scenarios) unreachedDevices(devices int) string {
+	got := map[string]bool{}
+	for _, d := range s.box.Sandbox.Recorder.List("fcm", "") {
+		got[d.Address] = true
+	}
+	var ranges []string
+	for i := 0; i < devices && len(ranges) < 10; i++ {
+		if got[fmt.Sprintf("fcm-stackbox-campaign-%05d", i)] {
+			continue
+		}
+		j := i
+		for j+1 < devices && !got[fmt.Sprintf("fcm-stackbox-campaign-%05d", j+1)] {
+			j++
+		}
+		ranges = append(ranges, fmt.Sprintf("%d–%d", i, j))
+		i = j
+	}
+	return strings.Join(ranges, ", ")
 }
 
 func (s *scenarios) campaignPushes(devices int) int {
