@@ -284,10 +284,9 @@ func (s *scenarios) campaign(t *testing.T) {
 		}
 		// What a failure reports: which devices, and what the campaign counted for them.
 		_, v := s.call(t, s.service, "", "GET", "/v1/campaigns/"+id, nil)
-		stats, _ := json.Marshal(map[string]any{"state": v["state"], "stats": v["stats"], "progress": v["progress"],
-			"skipped_by_reason": v["skipped_by_reason"], "failed_by_reason": v["failed_by_reason"]})
-		return false, fmt.Sprintf("%d pushes, %d devices without one (%s), %d with more than one; campaign %s",
-			n, unreached, s.unreachedDevices(devices), repeated, stats)
+		stats, _ := json.Marshal(map[string]any{"state": v["state"], "totals": v["totals"], "progress": v["progress"]})
+		return false, fmt.Sprintf("%d pushes, %d devices without one (%s), %d with more than one; campaign %s; queues %s",
+			n, unreached, s.unreachedDevices(devices), repeated, stats, s.queueDepths(t, "prepare-bulk", "send-bulk", "record-bulk"))
 	})
 	phase("every device pushed")
 	if unreached, repeated := s.campaignReach(devices); unreached+repeated > 0 {
@@ -339,6 +338,28 @@ func (s *scenarios) unreachedDevices(devices int) string {
 		i = j
 	}
 	return strings.Join(ranges, ", ")
+}
+
+// queueDepths is what GET /v1/admin/queues says of the named queues (and their DLQs).
+func (s *scenarios) queueDepths(t *testing.T, names ...string) string {
+	_, v := s.call(t, s.service, "", "GET", "/v1/admin/queues", nil)
+	qs, _ := v["queues"].([]any)
+	var out []string
+	for _, q := range qs {
+		m, _ := q.(map[string]any)
+		name, _ := m["name"].(string)
+		for _, n := range names {
+			if strings.HasPrefix(name, n) {
+				b, _ := json.Marshal(m)
+				out = append(out, string(b))
+			}
+		}
+	}
+	if len(out) == 0 {
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	return strings.Join(out, ", ")
 }
 
 func (s *scenarios) campaignPushes(devices int) int {
