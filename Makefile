@@ -164,7 +164,8 @@ e2e-aws: tools ## the synthesized dev template end to end on this machine: funct
 	$(GO) test -count=1 -timeout 10m -run '^TestStackInABox$$' -v ./internal/stackbox/run/ 2>&1 | tee $$dir/box.log; \
 	if [ "$${PIPESTATUS[0]}" != 0 ]; then \
 	  echo "==> the stack in a box failed; what its scenarios said (the box's logs are above):"; \
-	  grep -E '^(scenario: |    [a-z_]+_test\.go:[0-9]+: |--- FAIL|    --- FAIL)' $$dir/box.log | grep -vE '^    box_test.go:[0-9]+: box (logs|warnings)' | cut -c1-600; \
+	  grep -E '^(scenario: |    [a-z_]+_test\.go:[0-9]+: |--- FAIL|    --- FAIL)' $$dir/box.log | grep -vE '^    box_test.go:[0-9]+: (box (logs|warnings)|the send function)' | cut -c1-600; \
+	  sed -n '/the send function (last/,/^[^ ]/p' $$dir/box.log | grep -E 'batch sent|START|END|Task timed out|level' | cut -c1-300 | tail -60; \
 	  sed -n '/box warnings and errors/,/^[^ ]/p' $$dir/box.log | cut -c1-400; \
 	  exit 1; \
 	fi

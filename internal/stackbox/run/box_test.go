@@ -55,6 +55,7 @@ func TestStackInABox(t *testing.T) {
 	defer func() {
 		if t.Failed() {
 			t.Logf("box logs (tail):\n%s", logs.tail(200))
+			t.Logf("the send function (last 150 lines):\n%s", logs.sends(150))
 			t.Logf("box warnings and errors (last 60):\n%s", logs.troubles(60))
 		}
 	}()
@@ -319,12 +320,27 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 // troubles is the last n lines that report a warning, an error, a function error or a timeout:
 // after a failure, what most likely explains it.
 func (l *lockedBuffer) troubles(n int) string {
+	return l.lines(n, func(line string) bool {
+		return strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) ||
+			strings.Contains(line, "errorType") || strings.Contains(line, "Task timed out")
+	})
+}
+
+// sends is the send function's own lines (its log lines and invocations, not its metrics): the
+// last n.
+func (l *lockedBuffer) sends(n int) string {
+	return l.lines(n, func(line string) bool {
+		return strings.Contains(line, "herald-dev-send |") && !strings.Contains(line, `"_aws"`)
+	})
+}
+
+// lines is the last n lines that keep selects.
+func (l *lockedBuffer) lines(n int, keep func(string) bool) string {
 	l.lock()
 	defer func() { <-l.mu }()
 	var out []string
 	for line := range strings.Lines(l.buf.String()) {
-		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) ||
-			strings.Contains(line, "errorType") || strings.Contains(line, "Task timed out") {
+		if keep(line) {
 			out = append(out, strings.TrimRight(line, "\n"))
 		}
 	}
