@@ -123,17 +123,24 @@ func (s *Store) ClaimBatch(ctx context.Context, notificationID, batchID string, 
 // counter ADD on a shard picked by the batch id, in one transaction.
 func (s *Store) CompleteBatch(ctx context.Context, notificationID, batchID string, delta map[notify.Channel]notify.ChannelStats, at time.Time) (bool, error) {
 	op := fmt.Sprintf("complete batch %s of %s", batchID, notificationID)
-	var main notificationItem
-	err := s.db.Table(s.tables.Notifications).Get(attrPK, notificationPK(notificationID)).Range(attrSK, dynamo.Equal, skNotification).
-		Project("shards").Consistent(true).One(ctx, &main)
+	shards, err := s.counterShards(ctx, notificationID)
 	if err != nil {
 		return false, wrapErr(op, err)
 	}
-	done, err := s.markBatchDone(ctx, notificationID, batchID, main.Shards, delta, at)
+	done, err := s.markBatchDone(ctx, notificationID, batchID, shards, delta, at)
 	if err != nil {
 		return false, wrapErr(op, err)
 	}
 	return done, nil
+}
+
+// counterShards reads the counter shards a notification has registered (a consistent read of
+// its main item, projected); dynamo.ErrNotFound when it is unknown.
+func (s *Store) counterShards(ctx context.Context, notificationID string) ([]int, error) {
+	var main notificationItem
+	err := s.db.Table(s.tables.Notifications).Get(attrPK, notificationPK(notificationID)).Range(attrSK, dynamo.Equal, skNotification).
+		Project("shards").Consistent(true).One(ctx, &main)
+	return main.Shards, err
 }
 
 // markBatchDone sets done = true on a batch not done, with the counter ADD of delta on a shard
@@ -187,9 +194,7 @@ func (s *Store) RecordBatch(ctx context.Context, notificationID, batchID string,
 	if err := notify.CheckRecorded(notificationID, ds); err != nil {
 		return false, wrapErr(op, err)
 	}
-	var main notificationItem
-	err := s.db.Table(s.tables.Notifications).Get(attrPK, notificationPK(notificationID)).Range(attrSK, dynamo.Equal, skNotification).
-		Project("shards").Consistent(true).One(ctx, &main)
+	shards, err := s.counterShards(ctx, notificationID)
 	if err != nil {
 		return false, wrapErr(op, err) // dynamo.ErrNotFound classifies as ENOTFOUND
 	}
@@ -216,7 +221,7 @@ func (s *Store) RecordBatch(ctx context.Context, notificationID, batchID string,
 			notify.CountDelivery(delta, d.Channel, d.Status, d.Reason, false)
 		}
 	}
-	done, err := s.markBatchDone(ctx, notificationID, batchID, main.Shards, delta, at)
+	done, err := s.markBatchDone(ctx, notificationID, batchID, shards, delta, at)
 	if err != nil {
 		return false, wrapErr(op, err)
 	}

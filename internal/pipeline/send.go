@@ -190,7 +190,7 @@ func (p *Pipeline) sendBatch(ctx context.Context, n *notify.Notification, sm sen
 	if err := p.followUp(ctx, n, sm, o, sm.Retry+1); err != nil {
 		return err
 	}
-	if n.BatchClaims && lane(n) == notify.LaneRealtime {
+	if n.BatchClaims { // set only on the realtime lane (ingest's accept)
 		err = p.recordBatch(ctx, n, sm, ch, o)
 	} else {
 		err = p.completeBatch(ctx, n, sm, ch, o, fallbacks)
