@@ -318,10 +318,11 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 }
 
 // troubles is the last n lines that report a warning, an error, a function error or a timeout:
-// after a failure, what most likely explains it.
+// after a failure, what most likely explains it. The functions log JSON, the box itself text.
 func (l *lockedBuffer) troubles(n int) string {
 	return l.lines(n, func(line string) bool {
 		return strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) ||
+			strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") ||
 			strings.Contains(line, "errorType") || strings.Contains(line, "Task timed out")
 	})
 }

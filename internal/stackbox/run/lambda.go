@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +29,7 @@ type Function struct {
 	bin                        string
 	rie                        string
 	logw                       io.Writer
+	log                        *slog.Logger
 
 	mu   sync.Mutex
 	idle []*instance
@@ -38,6 +42,8 @@ type instance struct {
 	cmd    *exec.Cmd
 	exited chan error // cmd.Wait's result, once the process has ended
 	url    string
+	// stopping is set before the box kills the process itself: an exit without it is reported.
+	stopping atomic.Bool
 }
 
 // FunctionError is an invocation that ended in the function's error (Lambda's
@@ -92,7 +98,7 @@ func (b *Box) startFunctions(ctx context.Context) error {
 			env = append(env, k+"="+b.endpoints[k])
 		}
 		f := &Function{LogicalID: id, Name: name, ARN: a.Attrs["Arn"], Role: role, Env: env, bin: bin, rie: b.opts.RIE,
-			logw: b.logw, max: b.opts.MaxInstances, Timeout: time.Duration(timeout) * time.Second}
+			logw: b.logw, log: b.log, max: b.opts.MaxInstances, Timeout: time.Duration(timeout) * time.Second}
 		f.slot = make(chan struct{}, f.max)
 		b.Functions[name] = f
 	}
@@ -213,13 +219,21 @@ func (f *Function) startOnce() (*instance, error) {
 		return nil, fmt.Errorf("function %s: %w", f.Name, err)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	in := &instance{cmd: cmd, exited: exited, url: "http://" + addr + "/2015-03-31/functions/function/invocations"}
+	go func() {
+		err := cmd.Wait()
+		if !in.stopping.Load() && f.log != nil {
+			// An environment that dies under an invocation loses it: its batch comes back only
+			// after the queue's visibility timeout. Say so, with how it ended.
+			f.log.Warn("stackbox: an execution environment exited", "function", f.Name, "pid", cmd.Process.Pid, "state", cmd.ProcessState.String(), "error", err)
+		}
+		exited <- err
+	}()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-exited:
-			exited <- err // for stop
+			exited <- err // for kill
 			return nil, fmt.Errorf("function %s: the emulator exited before listening on %s: %v", f.Name, addr, err)
 		default:
 		}
@@ -229,19 +243,35 @@ func (f *Function) startOnce() (*instance, error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	_ = cmd.Process.Kill()
-	<-exited
+	in.kill()
 	return nil, fmt.Errorf("function %s: the emulator is not listening after 20s", f.Name)
+}
+
+// kill ends the environment's process and waits for it.
+func (in *instance) kill() {
+	in.stopping.Store(true)
+	_ = in.cmd.Process.Kill()
+	err := <-in.exited
+	in.exited <- err // a second kill returns at once
 }
 
 func (f *Function) stop() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, in := range f.all {
-		_ = in.cmd.Process.Kill()
-		<-in.exited
+		in.kill()
 	}
 	f.all, f.idle = nil, nil
+}
+
+// discard kills in and forgets it: an environment whose invocation failed below the function
+// (the emulator unreachable or gone, no answer within the timeout) may still be running it, and
+// the emulator takes one invocation at a time. Lambda, too, replaces such an environment.
+func (f *Function) discard(in *instance) {
+	in.kill()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.all = slices.DeleteFunc(f.all, func(x *instance) bool { return x == in })
 }
 
 // Invoke runs one invocation on an idle environment (starting one when all are busy and fewer
@@ -271,7 +301,12 @@ func (f *Function) Invoke(ctx context.Context, event any) (json.RawMessage, erro
 		f.all = append(f.all, in)
 		f.mu.Unlock()
 	}
+	broken := false
 	defer func() {
+		if broken {
+			f.discard(in)
+			return
+		}
 		f.mu.Lock()
 		f.idle = append(f.idle, in)
 		f.mu.Unlock()
@@ -285,12 +320,14 @@ func (f *Function) Invoke(ctx context.Context, event any) (json.RawMessage, erro
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("invoke %s: %w", f.Name, err)
+		broken = true
+		return nil, fmt.Errorf("invoke %s (pid %d): %w", f.Name, in.cmd.Process.Pid, err)
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("invoke %s: %w", f.Name, err)
+		broken = true
+		return nil, fmt.Errorf("invoke %s (pid %d): %w", f.Name, in.cmd.Process.Pid, err)
 	}
 	var fe struct {
 		ErrorType    string `json:"errorType"`
