@@ -97,6 +97,7 @@ the same sandbox in the same run. Needs no running server; takes the machine's c
 			}
 			fmt.Fprintf(out, "  pipeline     %-8s API → ingest → prepare → send → record %8.0f deliveries/s  (%v, %d send workers; efficiency %.2f%s)\n",
 				lane, run.rate, run.wall.Round(time.Millisecond), *sendWorkers, run.rate/raw.rate, run.cpuNote(raw))
+			fmt.Fprintf(out, "               %-8s %s\n", "", run.phases)
 		}
 	}
 	for _, lane := range notify.Lanes {
@@ -120,6 +121,9 @@ type benchRun struct {
 	wall  time.Duration
 	cpu   time.Duration
 	cpuOK bool
+	// phases, for a pipeline run: when its first and last push reached the sandbox, and when
+	// every notification was SENT.
+	phases string
 }
 
 type span struct {
@@ -304,9 +308,14 @@ func benchPipeline(n, per, sendWorkers int, lane notify.Lane) (benchRun, error) 
 	deadline := time.Now().Add(10 * time.Minute)
 	// Every push at the sandbox first (an in-process count), then every notification SENT: the
 	// API is asked only at the end, so its reads are not counted as the pipeline's work.
+	var first time.Duration
 	for r.Sandbox.Recorder.Len() < n && time.Now().Before(deadline) {
+		if first == 0 && r.Sandbox.Recorder.Len() > 0 {
+			first = time.Since(span.start)
+		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	last := time.Since(span.start)
 	for _, id := range ids {
 		for {
 			var st struct{ Status string }
@@ -324,6 +333,7 @@ func benchPipeline(n, per, sendWorkers int, lane notify.Lane) (benchRun, error) 
 		}
 	}
 	run := span.end(n)
+	run.phases = fmt.Sprintf("first push %v, last %v, all SENT %v", first.Round(time.Millisecond), last.Round(time.Millisecond), run.wall.Round(time.Millisecond))
 	if got := r.Sandbox.Recorder.Len(); got != n {
 		return benchRun{}, fmt.Errorf("sandbox recorded %d deliveries, want %d", got, n)
 	}

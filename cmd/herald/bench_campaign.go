@@ -389,6 +389,10 @@ func startBenchRuntime(cfg *config.Config, opts local.Options) (r *local.Runtime
 	}
 	opts.Config, opts.DataDir, opts.Addr, opts.SandboxInMemory = cfg, dir, "127.0.0.1:0", true
 	opts.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	if f := os.Getenv("HERALD_BENCH_LOG"); f != "" {
+		lf, _ := os.OpenFile(f, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		opts.Logger = slog.New(slog.NewJSONHandler(lf, nil))
+	}
 	if r, err = local.Start(context.Background(), opts); err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err
