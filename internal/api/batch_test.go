@@ -109,3 +109,39 @@ func TestBatchRepeatsAreNotQueued(t *testing.T) {
 		t.Fatalf("queued %d messages (%v), want one carrying new-1 once", len(ms), b.Attributes)
 	}
 }
+
+// Every ingest message says which lane its notification takes (a batch: bulk only when all
+// its requests do), so a runtime can schedule it before reading it.
+func TestIngestMessageSaysItsLane(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	marketing := func() map[string]any {
+		r := pushRequest()
+		r["category"] = "marketing"
+		return r
+	}
+	lane := func() string {
+		t.Helper()
+		ms := e.receiveAll(t, notify.IngestQueue("orders"))
+		if len(ms) != 1 {
+			t.Fatalf("%d ingest messages, want 1", len(ms))
+		}
+		return ms[0].Attributes[notify.AttrLane]
+	}
+	wantStatus(t, e.do(t, "POST", "/v1/notifications", ordersKey, pushRequest()), 202)
+	if got := lane(); got != "realtime" {
+		t.Errorf("transactional send: lane %q, want realtime", got)
+	}
+	wantStatus(t, e.do(t, "POST", "/v1/notifications", ordersKey, marketing()), 202)
+	if got := lane(); got != "bulk" {
+		t.Errorf("marketing send: lane %q, want bulk", got)
+	}
+	wantStatus(t, e.do(t, "POST", "/v1/notifications/batch", ordersKey, map[string]any{"notifications": []any{marketing(), marketing()}}), 202)
+	if got := lane(); got != "bulk" {
+		t.Errorf("batch of marketing sends: lane %q, want bulk", got)
+	}
+	wantStatus(t, e.do(t, "POST", "/v1/notifications/batch", ordersKey, map[string]any{"notifications": []any{marketing(), pushRequest()}}), 202)
+	if got := lane(); got != "realtime" {
+		t.Errorf("mixed batch: lane %q, want realtime", got)
+	}
+}

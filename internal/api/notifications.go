@@ -73,7 +73,7 @@ func (s *server) prepareSend(r *http.Request, req *notify.SendRequest) (*prepare
 	if err != nil {
 		return nil, err
 	}
-	attrs := map[string]string{}
+	attrs := map[string]string{notify.AttrLane: string(req.Category.Lane())}
 	if tmplName != "" {
 		attrs[notify.AttrTemplateName], attrs[notify.AttrTemplateVersion] = tmplName, strconv.Itoa(tmplVersion)
 	}
@@ -183,6 +183,7 @@ func (s *server) createNotificationBatch(w http.ResponseWriter, r *http.Request)
 	}
 	var batch notify.SendBatch
 	queued := map[string]int{} // id → index of the request queued under it
+	lane := notify.LaneBulk    // the batch's: bulk only when every request is
 	for i, p := range ps {
 		out.Notifications[i] = p.accepted
 		if p.stored {
@@ -198,13 +199,16 @@ func (s *server) createNotificationBatch(w http.ResponseWriter, r *http.Request)
 		queued[p.accepted.ID] = i
 		batch.Notifications = append(batch.Notifications, p.body)
 		batch.Attributes = append(batch.Attributes, p.attrs)
+		if p.attrs[notify.AttrLane] != string(notify.LaneBulk) {
+			lane = notify.LaneRealtime
+		}
 	}
 	if len(batch.Notifications) > 0 {
 		body, err := json.Marshal(&batch)
 		if err != nil {
 			return fmt.Errorf("marshal send batch: %w", err)
 		}
-		msg := notify.OutMessage{Body: body, GroupID: serviceOf(r)}
+		msg := notify.OutMessage{Body: body, GroupID: serviceOf(r), Attributes: map[string]string{notify.AttrLane: string(lane)}}
 		if err := s.enqueue(ctx, serviceOf(r), msg, fmt.Sprintf("the batch is %d bytes as JSON, over the queue's message size limit; send fewer notifications per batch", len(body))); err != nil {
 			return fmt.Errorf("enqueue a batch of %d notifications: %w", len(batch.Notifications), err)
 		}

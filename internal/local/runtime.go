@@ -271,6 +271,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		c.Handler = r.handlerFor(c)
 		c.Gate = gate
 		c.Foreground = c.stage == notify.StageIngest || strings.HasSuffix(c.Queue, "-"+string(notify.LaneRealtime))
+		c.ByLane = c.stage == notify.StageIngest
 		c.Background = strings.HasSuffix(c.Queue, "-"+string(notify.LaneBulk))
 		c.Events = o.Events
 		pool(wctx, r.Queue, c.Consumer, o.Logger, &r.workers)

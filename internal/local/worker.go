@@ -27,10 +27,13 @@ type Consumer struct {
 	RetryBase time.Duration
 	RetryMax  time.Duration
 	// Gate, when set, gives the realtime lane the machine: a Foreground consumer marks its
-	// batches busy; a Background one holds off starting a batch while any is.
+	// batches busy; a Background one holds off starting a batch while any is. A ByLane consumer
+	// (ingest, whose queue carries both lanes) is Foreground but for a batch whose every message
+	// says it takes the bulk lane (notify.AttrLane), which it handles as Background.
 	Gate       *Gate
 	Foreground bool
 	Background bool
+	ByLane     bool
 	// Events hears of every message dead-lettered here (nil: none), as the Lambda glue's do.
 	Events notify.Events
 }
@@ -102,19 +105,35 @@ func worker(ctx context.Context, q notify.Queue, c Consumer, log *slog.Logger) {
 			continue
 		}
 		msgs = gather(ctx, q, c, msgs, log)
+		fg, bg := c.role(msgs)
 		// The batch runs to completion even when shutdown begins: that is the drain.
 		switch {
-		case c.Gate != nil && c.Foreground:
+		case c.Gate != nil && fg:
 			c.Gate.enter()
 			handle(context.WithoutCancel(ctx), q, c, msgs, log)
 			c.Gate.leave()
-		case c.Gate != nil && c.Background:
+		case c.Gate != nil && bg:
 			c.Gate.yield(ctx)
 			handle(context.WithValue(context.WithoutCancel(ctx), gateKey{}, c.Gate), q, c, msgs, log)
 		default:
 			handle(context.WithoutCancel(ctx), q, c, msgs, log)
 		}
 	}
+}
+
+// role is whether c handles msgs as Foreground or Background work: a ByLane consumer's batch is
+// Background when every message says it carries bulk-lane work (notify.AttrLane); a message that
+// says nothing — a producer's, a reserved send's fire — counts as real-time.
+func (c Consumer) role(msgs []notify.Message) (foreground, background bool) {
+	if !c.ByLane || len(msgs) == 0 {
+		return c.Foreground, c.Background
+	}
+	for _, m := range msgs {
+		if m.Attributes[notify.AttrLane] != string(notify.LaneBulk) {
+			return c.Foreground, c.Background
+		}
+	}
+	return false, true
 }
 
 // handle runs the stage on one batch and settles every message the way the Lambda glue does

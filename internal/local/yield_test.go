@@ -69,3 +69,39 @@ func TestYieldingSlicesOnlyWhileRealtimeIsActive(t *testing.T) {
 		t.Errorf("foreground: calls %v, want [50]", got)
 	}
 }
+
+// Ingest's queue carries both lanes: a batch of marketing sends is bulk work (it gives way to
+// real-time work and does not hold the bulk lane back); anything else, or a message that does
+// not say, is real-time work.
+func TestIngestBatchRoleFollowsItsLane(t *testing.T) {
+	ingest := Consumer{Foreground: true, ByLane: true}
+	msg := func(lane string) notify.Message {
+		if lane == "" {
+			return notify.Message{}
+		}
+		return notify.Message{Attributes: map[string]string{notify.AttrLane: lane}}
+	}
+	for _, tc := range []struct {
+		name   string
+		lanes  []string
+		fg, bg bool
+	}{
+		{"all bulk", []string{"bulk", "bulk"}, false, true},
+		{"one realtime", []string{"bulk", "realtime"}, true, false},
+		{"one unlabelled", []string{"bulk", ""}, true, false},
+		{"realtime", []string{"realtime"}, true, false},
+	} {
+		var msgs []notify.Message
+		for _, l := range tc.lanes {
+			msgs = append(msgs, msg(l))
+		}
+		if fg, bg := ingest.role(msgs); fg != tc.fg || bg != tc.bg {
+			t.Errorf("%s: foreground %v, background %v; want %v, %v", tc.name, fg, bg, tc.fg, tc.bg)
+		}
+	}
+	// A consumer of one lane's queue keeps its role whatever the messages say.
+	send := Consumer{Foreground: true}
+	if fg, bg := send.role([]notify.Message{msg("bulk")}); !fg || bg {
+		t.Errorf("realtime send consumer: foreground %v, background %v; want true, false", fg, bg)
+	}
+}

@@ -56,6 +56,15 @@ const (
 	LaneBulk     Lane = "bulk"
 )
 
+// Lane is the lane a notification of category c takes: marketing the bulk lane, everything else
+// the realtime lane.
+func (c Category) Lane() Lane {
+	if c == CategoryMarketing {
+		return LaneBulk
+	}
+	return LaneRealtime
+}
+
 // NotificationStatus is the lifecycle of a notification as a whole.
 type NotificationStatus string
 

@@ -42,6 +42,13 @@ const AttrNotificationID = "herald-notification-id"
 // (a producer sending straight to the queue) has it computed by ingest.
 const AttrFingerprint = "herald-request-fingerprint"
 
+// AttrLane is the message attribute with which the HTTP API says which lane the notification a
+// message on an ingest queue carries takes ("bulk" for a batch only when all of its requests
+// do). Ingest does not read it — the request decides — but the local runtime's ingest workers
+// do: taking in a marketing send is bulk work, which gives way to real-time work instead of
+// holding the bulk lane back as real-time work would (internal/local's Gate).
+const AttrLane = "herald-lane"
+
 // FireMessage is the body a schedule puts on an ingest queue: the id, and the send_at the
 // schedule was armed for (in whole seconds, ReservedTime). The stored notification or campaign
 // is the truth: a fire armed for a send_at it no longer has (it was rescheduled through the API,

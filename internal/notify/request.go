@@ -340,7 +340,6 @@ func (r *SendRequest) Notification(id, service string, now time.Time) *Notificat
 		Priority:       r.Priority,
 		TTL:            time.Duration(r.TTLSeconds) * time.Second,
 		SendAt:         ReservedTimePtr(r.SendAt), // whole seconds, as the schedule keeps it
-		Lane:           LaneRealtime,
 		Status:         StatusAccepted,
 		CreatedAt:      now,
 		UpdatedAt:      now,
@@ -354,9 +353,7 @@ func (r *SendRequest) Notification(id, service string, now time.Time) *Notificat
 			n.Priority = PriorityNormal
 		}
 	}
-	if n.Category == CategoryMarketing {
-		n.Lane = LaneBulk
-	}
+	n.Lane = n.Category.Lane()
 	if r.SendAt != nil && r.SendAt.After(now) {
 		n.Status = StatusScheduled
 	}
