@@ -472,7 +472,7 @@ func seedNotification(t *testing.T, e *env, id string) (*notify.Notification, []
 	if _, err := e.store.CreateDeliveries(ctx, n.ID, 0, ds); err != nil {
 		t.Fatalf("create deliveries: %v", err)
 	}
-	claimed, _, err := e.store.ClaimDeliveries(ctx, []string{ds[1].ID}, now, now.Add(time.Minute))
+	claimed, _, err := e.store.ClaimDeliveries(ctx, n.ID, []string{ds[1].ID}, now, now.Add(time.Minute))
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}

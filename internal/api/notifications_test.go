@@ -54,7 +54,7 @@ func TestGetNotificationByReason(t *testing.T) {
 	ctx := context.Background()
 	n, ds, _, _ := seedNotification(t, e, "n_reasons")
 	now := e.clock.Now()
-	if _, _, err := e.store.ClaimDeliveries(ctx, []string{ds[0].ID}, now, now.Add(60e9)); err != nil {
+	if _, _, err := e.store.ClaimDeliveries(ctx, n.ID, []string{ds[0].ID}, now, now.Add(60e9)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.store.CompleteDeliveries(ctx, n.ID, []notify.DeliveryUpdate{{ID: ds[0].ID, Status: notify.DeliveryExpired,

@@ -368,11 +368,11 @@ func (s *Store) readDeliveries(ctx context.Context, ids []string, attrs ...strin
 }
 
 // ClaimDeliveries implements notify.DeliveryStore: one conditional UpdateItem per delivery
-// (PENDING, or SENDING with an expired lease), up to 16 at once. ALL_NEW returns the claimed
-// delivery; on a failed condition ALL_OLD tells a live lease (busy) from a terminal or unknown
-// delivery, as of the moment the condition failed. If a request fails for another reason the
+// (of notificationID, and PENDING or SENDING with an expired lease), up to 16 at once. ALL_NEW
+// returns the claimed delivery; on a failed condition ALL_OLD tells a live lease (busy) from a
+// terminal, unknown or other notification's delivery, as of the moment the condition failed. If a request fails for another reason the
 // whole call fails; the deliveries it did claim stay SENDING until their lease ends.
-func (s *Store) ClaimDeliveries(ctx context.Context, ids []string, now, leaseUntil time.Time) ([]notify.Delivery, []string, error) {
+func (s *Store) ClaimDeliveries(ctx context.Context, notificationID string, ids []string, now, leaseUntil time.Time) ([]notify.Delivery, []string, error) {
 	ids = unique(ids)
 	type result struct {
 		claimed *notify.Delivery
@@ -385,13 +385,14 @@ func (s *Store) ClaimDeliveries(ctx context.Context, ids []string, now, leaseUnt
 		st, lease := e.n("status"), e.n("lease_until")
 		sending := e.s(string(notify.DeliverySending))
 		nowV := e.i(nowN)
+		nid := e.n("notification_id") + " = " + e.s(notificationID)
 		out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(s.tables.Deliveries),
 			Key:       map[string]types.AttributeValue{attrDeliveryID: strAttr(ids[i])},
 			UpdateExpression: aws.String(updateExpr(
 				[]string{st + " = " + sending, lease + " = " + e.i(nanos(leaseUntil)), e.n("updated_at") + " = " + nowV},
 				[]string{e.n("attempts") + " " + e.i(1)}, nil)),
-			ConditionExpression: aws.String("attribute_exists(" + e.n(attrDeliveryID) + ") AND (" +
+			ConditionExpression: aws.String("attribute_exists(" + e.n(attrDeliveryID) + ") AND " + nid + " AND (" +
 				st + " = " + e.s(string(notify.DeliveryPending)) + " OR (" + st + " = " + sending + " AND " + lease + " < " + nowV + "))"),
 			ExpressionAttributeNames:            e.nameMap(),
 			ExpressionAttributeValues:           e.valueMap(),
@@ -404,7 +405,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, ids []string, now, leaseUnt
 				if err := dynamo.UnmarshalItem(old, &it); err != nil {
 					return fmt.Errorf("decode delivery %s: %w", ids[i], err)
 				}
-				results[i].busy = it.Status == string(notify.DeliverySending) && it.LeaseUntil >= nowN
+				results[i].busy = it.NotificationID == notificationID && it.Status == string(notify.DeliverySending) && it.LeaseUntil >= nowN
 			}
 			return nil
 		}

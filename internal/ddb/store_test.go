@@ -345,7 +345,7 @@ func TestNoPersonalDataAtRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	claimed, _, err := s.ClaimDeliveries(ctx, ids, now, now.Add(time.Minute))
+	claimed, _, err := s.ClaimDeliveries(ctx, n.ID, ids, now, now.Add(time.Minute))
 	if err != nil || len(claimed) != 3 {
 		t.Fatalf("claimed %d: %v", len(claimed), err)
 	}
@@ -462,7 +462,7 @@ func TestConcurrentCompletesCountExactly(t *testing.T) {
 		t.Fatalf("%d pending: %v", len(pending), err)
 	}
 	now := time.Now()
-	if claimed, _, err := s.ClaimDeliveries(ctx, ids, now, now.Add(time.Minute)); err != nil || len(claimed) != len(ds) {
+	if claimed, _, err := s.ClaimDeliveries(ctx, n.ID, ids, now, now.Add(time.Minute)); err != nil || len(claimed) != len(ds) {
 		t.Fatalf("%d claimed: %v", len(claimed), err)
 	}
 	var (
@@ -666,7 +666,7 @@ func TestContentionRetried(t *testing.T) {
 		t.Fatalf("%d pending: %v", len(pending), err)
 	}
 	now := time.Now()
-	claimed, busy, err := s.ClaimDeliveries(ctx, ids, now, now.Add(time.Minute))
+	claimed, busy, err := s.ClaimDeliveries(ctx, n.ID, ids, now, now.Add(time.Minute))
 	if err != nil || len(claimed) != len(ds) || len(busy) != 0 {
 		t.Fatalf("%d claimed, %d busy: %v", len(claimed), len(busy), err)
 	}
@@ -719,7 +719,7 @@ func TestApplyVerdictsLosesRaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, _, err := s.ClaimDeliveries(ctx, ids, now, now.Add(time.Minute)); err != nil {
+	if _, _, err := s.ClaimDeliveries(ctx, n.ID, ids, now, now.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	current, err := s.readDeliveries(ctx, ids)
@@ -787,7 +787,7 @@ func TestCountersSpreadOverShards(t *testing.T) {
 		t.Fatalf("one-chunk notification uses shards %v, want [0]", got)
 	}
 	now := time.Now()
-	if _, _, err := s.ClaimDeliveries(ctx, pending, now, now.Add(time.Minute)); err != nil {
+	if _, _, err := s.ClaimDeliveries(ctx, small, pending, now, now.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.CompleteDeliveries(ctx, small, verdictsFor(pending, now)); err != nil {
@@ -801,7 +801,7 @@ func TestCountersSpreadOverShards(t *testing.T) {
 	if got := shardsOf(large); len(got) != statsShards {
 		t.Fatalf("20-chunk notification uses shards %v, want all %d", got, statsShards)
 	}
-	if _, _, err := s.ClaimDeliveries(ctx, pending, now, now.Add(time.Minute)); err != nil {
+	if _, _, err := s.ClaimDeliveries(ctx, large, pending, now, now.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.CompleteDeliveries(ctx, large, verdictsFor(pending, now)); err != nil {

@@ -61,8 +61,9 @@ type DeliveryStore interface {
 	// before now, to SENDING with LeaseUntil = leaseUntil and Attempts+1, and returns the claimed
 	// deliveries. It also returns as busy the IDs that are SENDING under a lease still running at
 	// now (someone else — or an earlier, crashed attempt — holds them): the caller must come back
-	// for those, since nothing else will. Terminal and unknown IDs are in neither list.
-	ClaimDeliveries(ctx context.Context, ids []string, now, leaseUntil time.Time) (claimed []Delivery, busy []string, err error)
+	// for those, since nothing else will. Terminal and unknown IDs, and IDs of another
+	// notification's deliveries, are in neither list.
+	ClaimDeliveries(ctx context.Context, notificationID string, ids []string, now, leaseUntil time.Time) (claimed []Delivery, busy []string, err error)
 	// CompleteDeliveries applies senders' verdicts to deliveries that are SENDING. A terminal
 	// verdict (SENT, FAILED, SKIPPED, EXPIRED: see CountDelivery) adds to the notification's
 	// Stats atomically; PENDING releases for a retry; SENDING with LeaseUntil (accepted, verdict

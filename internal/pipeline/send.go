@@ -102,7 +102,7 @@ func (p *Pipeline) sendDeliveries(ctx context.Context, n *notify.Notification, s
 		byID[it.DeliveryID] = it
 	}
 	start := p.clock.Now()
-	claimed, busy, err := p.store.ClaimDeliveries(ctx, ids, start, start.Add(p.cfg.SendLease))
+	claimed, busy, err := p.store.ClaimDeliveries(ctx, n.ID, ids, start, start.Add(p.cfg.SendLease))
 	if err != nil {
 		return fmt.Errorf("send %s: claim: %w", n.ID, err)
 	}

@@ -176,7 +176,7 @@ func recordDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds
 		return fmt.Errorf("record deliveries: %w", err)
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO deliveries (`+deliveryColumns+`) VALUES `+sqlTuples(len(ds), deliveryWidth)+`
-		ON CONFLICT (id) DO NOTHING`, recordedArgs(notificationID, ds, at)...)
+		ON CONFLICT (notification_id, id) DO NOTHING`, recordedArgs(notificationID, ds, at)...)
 	if err != nil {
 		return fmt.Errorf("record deliveries: %w", err)
 	}
@@ -220,7 +220,7 @@ func recordDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds
 		UPDATE deliveries SET status = u.status, reason = u.reason, detail = u.detail, attempts = u.attempts,
 			provider_message_id = u.provider_message_id, lease_until = 0, updated_at = u.updated_at
 		FROM u
-		WHERE deliveries.id = u.id AND +deliveries.notification_id = u.notification_id AND deliveries.status = 'PENDING'
+		WHERE deliveries.notification_id = u.notification_id AND deliveries.id = u.id AND deliveries.status = 'PENDING'
 		RETURNING deliveries.channel, deliveries.status, deliveries.reason`, recordedArgs(notificationID, rest, at)...)
 	if err != nil {
 		return fmt.Errorf("record deliveries: %w", err)

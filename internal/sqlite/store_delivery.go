@@ -85,7 +85,7 @@ func (s *Store) CreateDeliveries(ctx context.Context, notificationID string, chu
 				}
 			}
 			for _, batch := range batchesOf(old, storeBatch) {
-				if err := pendingAmong(ctx, tx, batch, isPending); err != nil {
+				if err := pendingAmong(ctx, tx, notificationID, batch, isPending); err != nil {
 					return err
 				}
 			}
@@ -126,7 +126,7 @@ func insertDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds
 			nanosOf(d.LeaseUntil), nanosOf(updated))
 	}
 	rows, err := tx.QueryContext(ctx, `INSERT INTO deliveries (`+deliveryColumns+`) VALUES `+
-		sqlTuples(len(ds), width)+` ON CONFLICT (id) DO NOTHING RETURNING id, channel, status, reason`, args...)
+		sqlTuples(len(ds), width)+` ON CONFLICT (notification_id, id) DO NOTHING RETURNING id, channel, status, reason`, args...)
 	if err != nil {
 		return 0, fmt.Errorf("insert deliveries: %w", err)
 	}
@@ -147,10 +147,11 @@ func insertDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds
 	return n, nil
 }
 
-// pendingAmong sets isPending for each of ids that exists, true when it is PENDING.
-func pendingAmong(ctx context.Context, q storeConn, ids []string, isPending map[string]bool) error {
-	rows, err := q.QueryContext(ctx, `SELECT id, status FROM deliveries WHERE id IN (`+sqlIn(len(ids))+`)`,
-		stringArgs(ids)...)
+// pendingAmong sets isPending for each of ids of notification nid that exists, true when it is
+// PENDING.
+func pendingAmong(ctx context.Context, q storeConn, nid string, ids []string, isPending map[string]bool) error {
+	rows, err := q.QueryContext(ctx, `SELECT id, status FROM deliveries WHERE notification_id = ? AND id IN (`+sqlIn(len(ids))+`)`,
+		append([]any{nid}, stringArgs(ids)...)...)
 	if err != nil {
 		return fmt.Errorf("read delivery status: %w", err)
 	}
@@ -170,7 +171,7 @@ func pendingAmong(ctx context.Context, q storeConn, ids []string, isPending map[
 
 // ClaimDeliveries implements notify.DeliveryStore. The condition and the update are one
 // statement on the single writer, so two claimers can never both win the same delivery.
-func (s *Store) ClaimDeliveries(ctx context.Context, ids []string, now, leaseUntil time.Time) ([]notify.Delivery, []string, error) {
+func (s *Store) ClaimDeliveries(ctx context.Context, notificationID string, ids []string, now, leaseUntil time.Time) ([]notify.Delivery, []string, error) {
 	claimed := make([]notify.Delivery, 0, len(ids))
 	var busy []string
 	if len(ids) == 0 {
@@ -180,10 +181,10 @@ func (s *Store) ClaimDeliveries(ctx context.Context, ids []string, now, leaseUnt
 		for _, batch := range batchesOf(ids, storeBatch) {
 			rows, err := tx.QueryContext(ctx, `UPDATE deliveries
 				SET status = 'SENDING', lease_until = ?, attempts = attempts + 1, updated_at = ?
-				WHERE id IN (`+sqlIn(len(batch))+`)
+				WHERE notification_id = ? AND id IN (`+sqlIn(len(batch))+`)
 				  AND (status = 'PENDING' OR (status = 'SENDING' AND lease_until < ?))
 				RETURNING `+deliveryColumns,
-				append([]any{nanosOf(leaseUntil), nanosOf(now)}, stringArgs(batch, nanosOf(now))...)...)
+				append([]any{nanosOf(leaseUntil), nanosOf(now), notificationID}, stringArgs(batch, nanosOf(now))...)...)
 			if err != nil {
 				return err
 			}
@@ -202,8 +203,8 @@ func (s *Store) ClaimDeliveries(ctx context.Context, ids []string, now, leaseUnt
 				mine[d.ID] = true
 			}
 			brows, err := tx.QueryContext(ctx, `SELECT id FROM deliveries
-				WHERE id IN (`+sqlIn(len(batch))+`) AND status = 'SENDING' AND lease_until >= ?`,
-				stringArgs(batch, nanosOf(now))...)
+				WHERE notification_id = ? AND id IN (`+sqlIn(len(batch))+`) AND status = 'SENDING' AND lease_until >= ?`,
+				append([]any{notificationID}, stringArgs(batch, nanosOf(now))...)...)
 			if err != nil {
 				return err
 			}
@@ -271,7 +272,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, notificationID string, u
 				UPDATE deliveries SET status = u.status, reason = u.reason, detail = u.detail,
 					provider_message_id = u.provider_message_id, lease_until = u.lease, updated_at = u.at
 				FROM u
-				WHERE deliveries.id = u.id AND +deliveries.notification_id = ? AND deliveries.status = 'SENDING'
+				WHERE deliveries.notification_id = ? AND deliveries.id = u.id AND deliveries.status = 'SENDING'
 				RETURNING deliveries.channel, deliveries.status, deliveries.reason`, args...)
 			if err != nil {
 				return err

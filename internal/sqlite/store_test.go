@@ -254,7 +254,7 @@ func BenchmarkDeliveries500(b *testing.B) {
 		if err != nil || len(pending) != batch {
 			b.Fatalf("create: %d pending, %v", len(pending), err)
 		}
-		claimed, _, err := s.ClaimDeliveries(ctx, ids, now, now.Add(time.Minute))
+		claimed, _, err := s.ClaimDeliveries(ctx, n.ID, ids, now, now.Add(time.Minute))
 		if err != nil || len(claimed) != batch {
 			b.Fatalf("claim: %d claimed, %v", len(claimed), err)
 		}
@@ -307,4 +307,118 @@ func BenchmarkRecordBatch500(b *testing.B) {
 		chunk++
 	}
 	b.ReportMetric(float64(batch*chunk)/b.Elapsed().Seconds(), "deliveries/s")
+}
+
+// TestDeliveriesMigrationKeepsRowsAndOrder: a database whose deliveries are unique by id alone
+// (schema 12) is rebuilt keyed by notification: every delivery kept, listed in the same order, a
+// cursor of the old listing still valid, and claims go on.
+func TestDeliveriesMigrationKeepsRowsAndOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	box, err := seal.New([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() (*sqlite.Store, *sqlite.DB) {
+		t.Helper()
+		db, err := sqlite.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := sqlite.NewStore(db, box)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, db
+	}
+	s, db := open()
+	var ns []*notify.Notification
+	for k := range 2 {
+		n := &notify.Notification{ID: fmt.Sprintf("n_migrate%d", k), Service: "orders", Status: notify.StatusProcessing,
+			Channels: []notify.Channel{notify.ChannelPush}, RecipientCount: 7}
+		if _, _, err := s.CreateNotification(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		ds := make([]notify.Delivery, 7)
+		for i := range ds {
+			addr := fmt.Sprintf("tok-%d-%d", k, i)
+			ds[i] = notify.Delivery{ID: notify.DeliveryID(n.ID, notify.ChannelPush, addr), NotificationID: n.ID, UserID: "u",
+				Channel: notify.ChannelPush, Provider: notify.ProviderFCM, App: "default", AddressMasked: notify.MaskToken(addr),
+				Status: notify.DeliveryPending}
+		}
+		if _, err := s.CreateDeliveries(ctx, n.ID, 0, ds); err != nil {
+			t.Fatal(err)
+		}
+		ns = append(ns, n)
+	}
+	list := func(s *sqlite.Store, nid, cursor string) ([]string, string) {
+		t.Helper()
+		ds, next, err := s.ListDeliveries(ctx, nid, cursor, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, d := range ds {
+			ids = append(ids, d.ID)
+		}
+		return ids, next
+	}
+	before0, cursor := list(s, ns[0].ID, "")
+	before1, _ := list(s, ns[0].ID, cursor)
+	// Turn the file back into a schema-12 database: deliveries unique by id.
+	for _, q := range []string{
+		`CREATE TABLE deliveries_v12 (id TEXT NOT NULL UNIQUE, notification_id TEXT NOT NULL, user_id TEXT NOT NULL,
+			channel TEXT NOT NULL, provider TEXT NOT NULL, app TEXT NOT NULL, address_masked TEXT NOT NULL, status TEXT NOT NULL,
+			reason TEXT NOT NULL, detail TEXT NOT NULL, attempts INTEGER NOT NULL, provider_message_id TEXT NOT NULL,
+			lease_until INTEGER NOT NULL, updated_at INTEGER NOT NULL)`,
+		`INSERT INTO deliveries_v12 (rowid, id, notification_id, user_id, channel, provider, app, address_masked, status, reason,
+			detail, attempts, provider_message_id, lease_until, updated_at) SELECT rowid * 10, id, notification_id, user_id, channel,
+			provider, app, address_masked, status, reason, detail, attempts, provider_message_id, lease_until, updated_at FROM deliveries`,
+		`DROP TABLE deliveries`,
+		`ALTER TABLE deliveries_v12 RENAME TO deliveries`,
+		`CREATE INDEX deliveries_by_notification ON deliveries (notification_id)`,
+		`UPDATE store_meta SET value = 12 WHERE key = 'schema_version'`,
+	} {
+		if _, err := db.W.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	rowids := func() string {
+		t.Helper()
+		var r string
+		if err := db.W.QueryRowContext(ctx, `SELECT group_concat(rowid || ':' || id, ' ') FROM (SELECT rowid, id FROM deliveries ORDER BY rowid)`).Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	was := rowids()
+	db.Close()
+
+	s, db = open()
+	defer db.Close()
+	if got := rowids(); got != was {
+		t.Fatalf("rowids after the upgrade:\n%s\nwere\n%s", got, was)
+	}
+	_, cursor = list(s, ns[0].ID, "")
+	var rows, unique int
+	if err := db.W.QueryRowContext(ctx, `SELECT count(*) FROM deliveries`).Scan(&rows); err != nil || rows != 14 {
+		t.Fatalf("after the upgrade %d deliveries (%v), want 14", rows, err)
+	}
+	if err := db.W.QueryRowContext(ctx, `SELECT count(*) FROM pragma_index_list('deliveries') WHERE "unique" AND name = 'deliveries_id'`).Scan(&unique); err != nil || unique != 1 {
+		t.Fatalf("unique index deliveries_id: %d (%v), want 1", unique, err)
+	}
+	after0, _ := list(s, ns[0].ID, "")
+	after1, _ := list(s, ns[0].ID, cursor) // a cursor names a rowid: kept
+	if strings.Join(after0, " ") != strings.Join(before0, " ") || strings.Join(after1, " ") != strings.Join(before1, " ") {
+		t.Fatalf("listing changed: pages %v %v, were %v %v", after0, after1, before0, before1)
+	}
+	now := time.Now()
+	claimed, _, err := s.ClaimDeliveries(ctx, ns[1].ID, before0, now, now.Add(time.Minute))
+	if err != nil || len(claimed) != 0 {
+		t.Fatalf("claiming another notification's deliveries: %d claimed, %v; want none", len(claimed), err)
+	}
+	if claimed, _, err = s.ClaimDeliveries(ctx, ns[0].ID, before0, now, now.Add(time.Minute)); err != nil || len(claimed) != len(before0) {
+		t.Fatalf("claim after the upgrade: %d of %d, %v", len(claimed), len(before0), err)
+	}
 }

@@ -207,7 +207,7 @@ func testStatsByReason(t *testing.T, s notify.Store) {
 	}
 	push := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "r", 3)
 	createChunk(t, s, n.ID, 0, concat(skipped, push))
-	claim(t, s, deliveryIDs(push), t0)
+	claim(t, s, n.ID, deliveryIDs(push), t0)
 	complete(t, s, n.ID, []notify.DeliveryUpdate{
 		{ID: push[0].ID, Status: notify.DeliverySent, At: t0},
 		{ID: push[1].ID, Status: notify.DeliveryFailed, Reason: notify.ReasonUnregistered, At: t0},

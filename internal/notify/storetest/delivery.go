@@ -22,6 +22,7 @@ var deliveryCases = []storeCase{
 	{"ClaimDeliveries/SomeBusy", testClaimSomeBusy},
 	{"ClaimDeliveries/TerminalNeverClaimed", testClaimTerminal},
 	{"ClaimDeliveries/Concurrent", testClaimConcurrent},
+	{"ClaimDeliveries/OtherNotification", testClaimOtherNotification},
 	{"CompleteDeliveries/TerminalCountsOnce", testCompleteCountsOnce},
 	{"CompleteDeliveries/PendingReleases", testCompletePendingReleases},
 	{"CompleteDeliveries/SendingRenewsLease", testCompleteSendingRenewsLease},
@@ -138,7 +139,7 @@ func testCreateDeliveriesTerminalNotPending(t *testing.T, s notify.Store) {
 	n := mustCreateNotification(t, s, newNotification("billing", ""))
 	push := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "a", 4)
 	createChunk(t, s, n.ID, 0, push)
-	claim(t, s, deliveryIDs(push[:3]), t0)
+	claim(t, s, n.ID, deliveryIDs(push[:3]), t0)
 	complete(t, s, n.ID, concat(
 		verdicts(deliveryIDs(push[:1]), notify.DeliverySent, t0),
 		verdicts(deliveryIDs(push[1:2]), notify.DeliveryFailed, t0),
@@ -162,7 +163,7 @@ func testClaimPending(t *testing.T, s notify.Store) {
 	createChunk(t, s, n.ID, 0, ds)
 
 	lease := t0.Add(5 * time.Minute)
-	got, busy, err := s.ClaimDeliveries(t.Context(), append(deliveryIDs(ds), "d_unknown"), t0, lease)
+	got, busy, err := s.ClaimDeliveries(t.Context(), n.ID, append(deliveryIDs(ds), "d_unknown"), t0, lease)
 	noErr(t, err)
 	sameSet(t, "claimed", deliveryIDs(got), deliveryIDs(ds))
 	if len(busy) != 0 {
@@ -188,25 +189,44 @@ func testClaimLeaseHeld(t *testing.T, s notify.Store) {
 	n := mustCreateNotification(t, s, newNotification("billing", ""))
 	ds := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "a", 3)
 	createChunk(t, s, n.ID, 0, ds)
-	if got := claim(t, s, deliveryIDs(ds), t0); len(got) != 3 {
+	if got := claim(t, s, n.ID, deliveryIDs(ds), t0); len(got) != 3 {
 		t.Fatalf("first claim got %d, want 3", len(got))
 	}
 	// Lease runs to t0+1m; 30s in, another worker gets nothing, and learns they are busy.
-	got, busy, err := s.ClaimDeliveries(t.Context(), deliveryIDs(ds), t0.Add(30*time.Second), t0.Add(90*time.Second))
+	got, busy, err := s.ClaimDeliveries(t.Context(), n.ID, deliveryIDs(ds), t0.Add(30*time.Second), t0.Add(90*time.Second))
 	noErr(t, err)
 	if len(got) != 0 {
 		t.Fatalf("claim under a valid lease got %d deliveries, want 0", len(got))
 	}
 	sameSet(t, "busy", busy, deliveryIDs(ds))
 	// Exactly at the lease's end it is still held; once terminal it is neither claimed nor busy.
-	_, busy, err = s.ClaimDeliveries(t.Context(), deliveryIDs(ds), t0.Add(time.Minute), t0.Add(2*time.Minute))
+	_, busy, err = s.ClaimDeliveries(t.Context(), n.ID, deliveryIDs(ds), t0.Add(time.Minute), t0.Add(2*time.Minute))
 	noErr(t, err)
 	sameSet(t, "busy at lease end", busy, deliveryIDs(ds))
 	complete(t, s, n.ID, verdicts(deliveryIDs(ds), notify.DeliverySent, t0))
-	got, busy, err = s.ClaimDeliveries(t.Context(), deliveryIDs(ds), t0.Add(2*time.Minute), t0.Add(3*time.Minute))
+	got, busy, err = s.ClaimDeliveries(t.Context(), n.ID, deliveryIDs(ds), t0.Add(2*time.Minute), t0.Add(3*time.Minute))
 	noErr(t, err)
 	if len(got) != 0 || len(busy) != 0 {
 		t.Fatalf("terminal deliveries: claimed %d busy %v, want none", len(got), busy)
+	}
+}
+
+// testClaimOtherNotification: a claim names the notification; another notification's deliveries,
+// pending or leased, are neither claimed nor busy under it, and are left as they were.
+func testClaimOtherNotification(t *testing.T, s notify.Store) {
+	n := mustCreateNotification(t, s, newNotification("billing", ""))
+	other := mustCreateNotification(t, s, newNotification("billing", "other"))
+	ds := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "a", 2)
+	createChunk(t, s, n.ID, 0, ds)
+	claim(t, s, n.ID, deliveryIDs(ds[:1]), t0) // ds[0] leased until t0+1m, ds[1] pending
+	got, busy, err := s.ClaimDeliveries(t.Context(), other.ID, deliveryIDs(ds), t0.Add(time.Second), t0.Add(time.Minute))
+	noErr(t, err)
+	if len(got) != 0 || len(busy) != 0 {
+		t.Fatalf("claimed under another notification: %d claimed, busy %v; want none", len(got), busy)
+	}
+	got = claim(t, s, n.ID, deliveryIDs(ds[1:]), t0.Add(time.Second))
+	if len(got) != 1 || got[0].Attempts != 1 {
+		t.Fatalf("its own notification's claim: %+v, want ds[1] at attempt 1", got)
 	}
 }
 
@@ -216,8 +236,8 @@ func testClaimSomeBusy(t *testing.T, s notify.Store) {
 	n := mustCreateNotification(t, s, newNotification("billing", ""))
 	ds := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "a", 4)
 	createChunk(t, s, n.ID, 0, ds)
-	claim(t, s, deliveryIDs(ds[:1]), t0) // lease until t0+1m
-	got, busy, err := s.ClaimDeliveries(t.Context(), deliveryIDs(ds), t0.Add(30*time.Second), t0.Add(90*time.Second))
+	claim(t, s, n.ID, deliveryIDs(ds[:1]), t0) // lease until t0+1m
+	got, busy, err := s.ClaimDeliveries(t.Context(), n.ID, deliveryIDs(ds), t0.Add(30*time.Second), t0.Add(90*time.Second))
 	noErr(t, err)
 	sameSet(t, "claimed", deliveryIDs(got), deliveryIDs(ds[1:]))
 	sameSet(t, "busy", busy, deliveryIDs(ds[:1]))
@@ -227,11 +247,11 @@ func testClaimLeaseExpired(t *testing.T, s notify.Store) {
 	n := mustCreateNotification(t, s, newNotification("billing", ""))
 	ds := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "a", 3)
 	createChunk(t, s, n.ID, 0, ds)
-	claim(t, s, deliveryIDs(ds[:2]), t0) // lease until t0+1m
+	claim(t, s, n.ID, deliveryIDs(ds[:2]), t0) // lease until t0+1m
 
 	later := t0.Add(2 * time.Minute)
 	lease := later.Add(time.Minute)
-	got, busy, err := s.ClaimDeliveries(t.Context(), deliveryIDs(ds), later, lease)
+	got, busy, err := s.ClaimDeliveries(t.Context(), n.ID, deliveryIDs(ds), later, lease)
 	if len(busy) != 0 {
 		t.Fatalf("expired leases reported busy: %v", busy)
 	}
@@ -255,7 +275,7 @@ func testClaimTerminal(t *testing.T, s notify.Store) {
 	sentOnCreate := makeDeliveries(n.ID, notify.ChannelInbox, notify.DeliverySent, "a", 1)
 	push := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "a", 3)
 	createChunk(t, s, n.ID, 0, concat(skipped, sentOnCreate, push))
-	claim(t, s, deliveryIDs(push), t0)
+	claim(t, s, n.ID, deliveryIDs(push), t0)
 	complete(t, s, n.ID, concat(
 		verdicts(deliveryIDs(push[:1]), notify.DeliverySent, t0),
 		verdicts(deliveryIDs(push[1:2]), notify.DeliveryFailed, t0),
@@ -264,7 +284,7 @@ func testClaimTerminal(t *testing.T, s notify.Store) {
 
 	all := deliveryIDs(concat(skipped, sentOnCreate, push))
 	for _, at := range []time.Time{t0, t0.Add(time.Hour), t0.Add(365 * 24 * time.Hour)} {
-		if got := claim(t, s, all, at); len(got) != 0 {
+		if got := claim(t, s, n.ID, all, at); len(got) != 0 {
 			t.Fatalf("claim at %v got %d terminal deliveries, want 0", at, len(got))
 		}
 	}
@@ -296,7 +316,7 @@ func testClaimConcurrent(t *testing.T, s notify.Store) {
 			}
 			batch := 20 + w*10
 			for lo := 0; lo < len(order); lo += batch {
-				got, _, err := s.ClaimDeliveries(ctx, order[lo:min(lo+batch, len(order))], t0, t0.Add(time.Minute))
+				got, _, err := s.ClaimDeliveries(ctx, n.ID, order[lo:min(lo+batch, len(order))], t0, t0.Add(time.Minute))
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
@@ -326,7 +346,7 @@ func testCompleteCountsOnce(t *testing.T, s notify.Store) {
 	n := mustCreateNotification(t, s, newNotification("billing", ""))
 	ds := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "a", 5)
 	createChunk(t, s, n.ID, 0, ds)
-	claim(t, s, deliveryIDs(ds), t0)
+	claim(t, s, n.ID, deliveryIDs(ds), t0)
 
 	us := concat(
 		verdicts(deliveryIDs(ds[:2]), notify.DeliverySent, t0),
@@ -355,7 +375,7 @@ func testCompletePendingReleases(t *testing.T, s notify.Store) {
 	n := mustCreateNotification(t, s, newNotification("billing", ""))
 	ds := makeDeliveries(n.ID, notify.ChannelSMS, notify.DeliveryPending, "a", 2)
 	createChunk(t, s, n.ID, 0, ds)
-	if _, _, err := s.ClaimDeliveries(t.Context(), deliveryIDs(ds), t0, t0.Add(time.Hour)); err != nil {
+	if _, _, err := s.ClaimDeliveries(t.Context(), n.ID, deliveryIDs(ds), t0, t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	release := []notify.DeliveryUpdate{{ID: ds[0].ID, Status: notify.DeliveryPending, Reason: "throttled",
@@ -369,7 +389,7 @@ func testCompletePendingReleases(t *testing.T, s notify.Store) {
 	}
 
 	// Released well before its old lease ran out: claimable at once, the other one is not.
-	got := claim(t, s, deliveryIDs(ds), t0.Add(2*time.Second))
+	got := claim(t, s, n.ID, deliveryIDs(ds), t0.Add(2*time.Second))
 	if len(got) != 1 || got[0].ID != ds[0].ID || got[0].Attempts != 2 {
 		t.Fatalf("claim after release = %+v, want only %s with 2 attempts", got, ds[0].ID)
 	}
@@ -382,7 +402,7 @@ func testCompleteSendingRenewsLease(t *testing.T, s notify.Store) {
 	n := mustCreateNotification(t, s, newNotification("billing", ""))
 	ds := makeDeliveries(n.ID, notify.ChannelAlimTalk, notify.DeliveryPending, "a", 2)
 	createChunk(t, s, n.ID, 0, ds)
-	if got := claim(t, s, deliveryIDs(ds), t0); len(got) != 2 {
+	if got := claim(t, s, n.ID, deliveryIDs(ds), t0); len(got) != 2 {
 		t.Fatalf("claimed %d, want 2", len(got))
 	}
 	accepted := notify.DeliveryUpdate{ID: ds[0].ID, Status: notify.DeliverySending, ProviderMessageID: "M4V-accepted",
@@ -400,7 +420,7 @@ func testCompleteSendingRenewsLease(t *testing.T, s notify.Store) {
 	}
 
 	// Half an hour on, the other delivery's one-minute lease is over; the accepted one's is not.
-	got, busy, err := s.ClaimDeliveries(t.Context(), deliveryIDs(ds), t0.Add(30*time.Minute), t0.Add(31*time.Minute))
+	got, busy, err := s.ClaimDeliveries(t.Context(), n.ID, deliveryIDs(ds), t0.Add(30*time.Minute), t0.Add(31*time.Minute))
 	noErr(t, err)
 	if len(got) != 1 || got[0].ID != ds[1].ID || len(busy) != 1 || busy[0] != ds[0].ID {
 		t.Fatalf("claim = %+v, busy %v; want %s claimed, %s busy", got, busy, ds[1].ID, ds[0].ID)
@@ -469,7 +489,7 @@ func testStatsComplete(t *testing.T, s notify.Store) {
 		t.Fatal("Complete() with one of two chunks prepared")
 	}
 	createChunk(t, s, n.ID, 1, sms)
-	claim(t, s, deliveryIDs(concat(push, sms)), t0)
+	claim(t, s, n.ID, deliveryIDs(concat(push, sms)), t0)
 	complete(t, s, n.ID, concat(
 		verdicts(deliveryIDs(push), notify.DeliverySent, t0),
 		verdicts(deliveryIDs(sms[:1]), notify.DeliveryFailed, t0),
@@ -478,7 +498,7 @@ func testStatsComplete(t *testing.T, s notify.Store) {
 	if getStats(t, s, n.ID).Complete() {
 		t.Fatal("Complete() with a delivery released for retry")
 	}
-	claim(t, s, deliveryIDs(sms[1:]), t0.Add(time.Second))
+	claim(t, s, n.ID, deliveryIDs(sms[1:]), t0.Add(time.Second))
 	complete(t, s, n.ID, verdicts(deliveryIDs(sms[1:]), notify.DeliveryFailed, t0.Add(time.Second)))
 
 	st := getStats(t, s, n.ID)
@@ -510,7 +530,7 @@ func testCompleteExpired(t *testing.T, s notify.Store) {
 	noErr(t, s.SetChunksTotal(t.Context(), n.ID, 1))
 	ds := makeDeliveries(n.ID, notify.ChannelPush, notify.DeliveryPending, "x", 2)
 	createChunk(t, s, n.ID, 0, ds)
-	claim(t, s, deliveryIDs(ds), t0)
+	claim(t, s, n.ID, deliveryIDs(ds), t0)
 	us := []notify.DeliveryUpdate{{ID: ds[0].ID, Status: notify.DeliveryExpired, Reason: notify.ReasonExpired,
 		Detail: "its ttl ran out", At: t0.Add(time.Second)}}
 	for range 2 {
@@ -524,7 +544,7 @@ func testCompleteExpired(t *testing.T, s notify.Store) {
 	if d := byID(listAll(t, s, n.ID, 10))[ds[0].ID]; d.Status != notify.DeliveryExpired || d.Reason != notify.ReasonExpired {
 		t.Fatalf("expired delivery reads back %s (%s)", d.Status, d.Reason)
 	}
-	if got := claim(t, s, deliveryIDs(ds[:1]), t0.Add(time.Hour)); len(got) != 0 {
+	if got := claim(t, s, n.ID, deliveryIDs(ds[:1]), t0.Add(time.Hour)); len(got) != 0 {
 		t.Fatalf("an EXPIRED delivery was claimed again: %+v", got)
 	}
 	complete(t, s, n.ID, verdicts(deliveryIDs(ds[1:]), notify.DeliveryExpired, t0))
@@ -603,8 +623,8 @@ func testListDeliveriesRoundTrip(t *testing.T, s notify.Store) {
 	ds := concat(push, email, skipped)
 	createChunk(t, s, n.ID, 0, ds)
 
-	claim(t, s, deliveryIDs(concat(push, email)), t0)
-	claim(t, s, deliveryIDs(email), t0.Add(2*time.Minute)) // lease expired: attempt 2
+	claim(t, s, n.ID, deliveryIDs(concat(push, email)), t0)
+	claim(t, s, n.ID, deliveryIDs(email), t0.Add(2*time.Minute)) // lease expired: attempt 2
 	at := t0.Add(3 * time.Minute)
 	complete(t, s, n.ID, []notify.DeliveryUpdate{
 		{ID: push[0].ID, Status: notify.DeliverySent, ProviderMessageID: "projects/x/messages/1", At: at},

@@ -201,7 +201,7 @@ func testExpressHandOver(t *testing.T, s notify.Store) {
 			t.Fatalf("unexpected record %+v", d)
 		}
 	}
-	claimed, busy, err := s.ClaimDeliveries(t.Context(), []string{push.ID, inbox.ID}, t0.Add(time.Second), t0.Add(time.Minute))
+	claimed, busy, err := s.ClaimDeliveries(t.Context(), n.ID, []string{push.ID, inbox.ID}, t0.Add(time.Second), t0.Add(time.Minute))
 	noErr(t, err)
 	if len(claimed) != 1 || claimed[0].ID != push.ID || claimed[0].Attempts != 2 || len(busy) != 0 {
 		t.Fatalf("claimed %+v, busy %v", claimed, busy)
@@ -241,7 +241,7 @@ func testExpressHandOverReprepare(t *testing.T, s notify.Store) {
 	}
 	wantChannel(t, st, notify.ChannelPush, notify.ChannelStats{Total: 1})
 	wantChannel(t, st, notify.ChannelInbox, notify.ChannelStats{Total: 1, Sent: 1})
-	claimed, _, err := s.ClaimDeliveries(t.Context(), pending, t0.Add(time.Hour), t0.Add(time.Hour+time.Minute))
+	claimed, _, err := s.ClaimDeliveries(t.Context(), n.ID, pending, t0.Add(time.Hour), t0.Add(time.Hour+time.Minute))
 	noErr(t, err)
 	if len(claimed) != 1 || claimed[0].Attempts != 2 {
 		t.Fatalf("claimed %+v: the released delivery keeps its attempt", claimed)

@@ -220,10 +220,10 @@ func createChunk(t *testing.T, s notify.Store, nid string, chunk int, ds []notif
 	return pending
 }
 
-// claim claims ids at now with a one-minute lease.
-func claim(t *testing.T, s notify.Store, ids []string, now time.Time) []notify.Delivery {
+// claim claims ids of notification nid at now with a one-minute lease.
+func claim(t *testing.T, s notify.Store, nid string, ids []string, now time.Time) []notify.Delivery {
 	t.Helper()
-	got, _, err := s.ClaimDeliveries(t.Context(), ids, now, now.Add(time.Minute))
+	got, _, err := s.ClaimDeliveries(t.Context(), nid, ids, now, now.Add(time.Minute))
 	noErr(t, err)
 	return got
 }
