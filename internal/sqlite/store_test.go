@@ -422,3 +422,50 @@ func TestDeliveriesMigrationKeepsRowsAndOrder(t *testing.T) {
 		t.Fatalf("claim after the upgrade: %d of %d, %v", len(claimed), len(before0), err)
 	}
 }
+
+// BenchmarkRecordBatchWithHistory stores realtime batches of 500 into a database that already
+// holds 1,000,000 deliveries of 100 earlier notifications: what storing a batch costs once the
+// database has lived a while (a delivery is unique within its notification, so a batch touches
+// its own notification's index pages, not pages spread over the whole history).
+func BenchmarkRecordBatchWithHistory(b *testing.B) {
+	const batch = 500
+	ctx := context.Background()
+	s, db := openTestStore(b)
+	if _, err := db.W.ExecContext(ctx, `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i+1 FROM k WHERE i < 999999)
+		INSERT INTO deliveries (id, notification_id, user_id, channel, provider, app, address_masked, status, reason, detail,
+			attempts, provider_message_id, lease_until, updated_at)
+		SELECT 'd_' || lower(hex(randomblob(12))), 'n_history' || (i % 100), 'u', 'push', 'fcm', 'default', 'x', 'SENT', '', '',
+			1, '', 0, 0 FROM k`); err != nil {
+		b.Fatal(err)
+	}
+	n := &notify.Notification{ID: "n_bench", Service: "bench", Status: notify.StatusProcessing, BatchClaims: true}
+	if _, _, err := s.CreateNotification(ctx, n); err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	chunk := 0
+	ds := make([]notify.Delivery, batch)
+	b.ReportAllocs()
+	for b.Loop() {
+		total := map[notify.Channel]notify.ChannelStats{notify.ChannelPush: {Total: batch}}
+		if _, err := s.AddChunk(ctx, n.ID, chunk, total); err != nil {
+			b.Fatal(err)
+		}
+		for i := range ds {
+			addr := fmt.Sprintf("token-%d-%d-abcdefghijklmnopqrstuvwxyz", chunk, i)
+			id := notify.DeliveryID(n.ID, notify.ChannelPush, addr)
+			ds[i] = notify.Delivery{ID: id, NotificationID: n.ID, UserID: fmt.Sprintf("user-%d", i), Channel: notify.ChannelPush,
+				Provider: notify.ProviderFCM, App: "default", AddressMasked: notify.MaskToken(addr), Status: notify.DeliverySent,
+				Attempts: 1, ProviderMessageID: "projects/bench/messages/0:" + id, UpdatedAt: now}
+		}
+		bid := fmt.Sprintf("b_%d", chunk)
+		if c, err := s.ClaimBatch(ctx, n.ID, bid, now, now.Add(time.Minute)); err != nil || c.State != notify.BatchClaimed {
+			b.Fatalf("claim: %+v, %v", c, err)
+		}
+		if ok, err := s.RecordBatch(ctx, n.ID, bid, ds, now); err != nil || !ok {
+			b.Fatalf("record: %v, %v", ok, err)
+		}
+		chunk++
+	}
+	b.ReportMetric(float64(batch*chunk)/b.Elapsed().Seconds(), "deliveries/s")
+}
