@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -595,23 +596,62 @@ func TestCreateNotificationRace(t *testing.T) {
 // contendedClient answers every other transaction with a TransactionConflict cancellation and
 // every other UpdateItem with TransactionConflictException, as DynamoDB does under contention
 // (DynamoDB Local serializes requests and never does).
+// contendedClient fails the first attempt of every update and transaction (told apart by what
+// they write) with a conflict: each is retried once, whatever the concurrency, so the test
+// checks the retry and not the luck of an interleaving.
 type contendedClient struct {
 	dynamodbiface.DynamoDBAPI
-	mu           sync.Mutex
-	txs, updates int
-	injected     int
+	mu       sync.Mutex
+	seen     map[string]bool
+	injected int
+}
+
+// first reports whether the request keyed k is seen for the first time.
+func (c *contendedClient) first(k string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[string]bool{}
+	}
+	if c.seen[k] {
+		return false
+	}
+	c.seen[k] = true
+	c.injected++
+	return true
+}
+
+// transactKeys names a transaction by the first item it writes (its table and key, not its
+// values, which a retry may compute anew: a timestamp, an allocated sequence number).
+func transactKeys(items []types.TransactWriteItem) string {
+	if len(items) == 0 {
+		return ""
+	}
+	it := items[0]
+	var table *string
+	key := map[string]types.AttributeValue{}
+	switch {
+	case it.Put != nil:
+		table = it.Put.TableName
+		for _, a := range []string{attrPK, attrSK, attrDeliveryID} {
+			if v, ok := it.Put.Item[a]; ok {
+				key[a] = v
+			}
+		}
+	case it.Update != nil:
+		table, key = it.Update.TableName, it.Update.Key
+	case it.Delete != nil:
+		table, key = it.Delete.TableName, it.Delete.Key
+	case it.ConditionCheck != nil:
+		table, key = it.ConditionCheck.TableName, it.ConditionCheck.Key
+	}
+	k, _ := json.Marshal(key)
+	return aws.ToString(table) + string(k)
 }
 
 func (c *contendedClient) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput,
 	opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	c.mu.Lock()
-	c.txs++
-	fail := c.txs%2 == 1
-	if fail {
-		c.injected++
-	}
-	c.mu.Unlock()
-	if fail {
+	if c.first(transactKeys(in.TransactItems)) {
 		reasons := make([]types.CancellationReason, len(in.TransactItems))
 		for i := range reasons {
 			reasons[i].Code = aws.String("None")
@@ -624,14 +664,8 @@ func (c *contendedClient) TransactWriteItems(ctx context.Context, in *dynamodb.T
 
 func (c *contendedClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput,
 	opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.mu.Lock()
-	c.updates++
-	fail := c.updates%2 == 1
-	if fail {
-		c.injected++
-	}
-	c.mu.Unlock()
-	if fail {
+	k, _ := json.Marshal(in.Key)
+	if c.first(aws.ToString(in.TableName) + string(k)) {
 		return nil, &types.TransactionConflictException{Message: aws.String("Transaction is ongoing for the item")}
 	}
 	return c.DynamoDBAPI.UpdateItem(ctx, in, opts...)
