@@ -10,8 +10,6 @@ import (
 
 	"herald/internal/notify"
 	"herald/internal/notify/campaigntest"
-	"herald/internal/seal"
-	"herald/internal/sqlite"
 )
 
 func TestCampaignStore(t *testing.T) {
@@ -28,22 +26,7 @@ func TestCampaignMigrationBackfillsDeviceIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "herald.db")
-	box, err := seal.New([]byte(strings.Repeat("k", 32)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	open := func() (*sqlite.Store, *sqlite.DB) {
-		t.Helper()
-		db, err := sqlite.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := sqlite.NewStore(db, box)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s, db
-	}
+	open := storeAt(t, path)
 	s, db := open()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i, u := range []string{"old", "older", "newest"} {

@@ -3,7 +3,6 @@ package sqlite_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"fmt"
 	"os"
@@ -21,24 +20,31 @@ import (
 // openTestStore returns a Store on a fresh database file, closed when the test ends.
 func openTestStore(tb testing.TB) (*sqlite.Store, *sqlite.DB) {
 	tb.Helper()
-	db, err := sqlite.Open(filepath.Join(tb.TempDir(), "herald.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	s, db := storeAt(tb, filepath.Join(tb.TempDir(), "herald.db"))()
 	tb.Cleanup(func() { db.Close() })
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		tb.Fatal(err)
-	}
-	box, err := seal.New(key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s, err := sqlite.NewStore(db, box)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	return s, db
+}
+
+// storeAt returns a function that opens the Store on the database file at path, as a restart
+// does, with one fixed contacts key.
+func storeAt(tb testing.TB, path string) func() (*sqlite.Store, *sqlite.DB) {
+	tb.Helper()
+	box, err := seal.New([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return func() (*sqlite.Store, *sqlite.DB) {
+		tb.Helper()
+		db, err := sqlite.Open(path)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s, err := sqlite.NewStore(db, box)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return s, db
+	}
 }
 
 func TestStore(t *testing.T) {
@@ -274,9 +280,15 @@ func BenchmarkDeliveries500(b *testing.B) {
 // whole (Notification.BatchClaims): the chunk counted, the batch claimed, and its deliveries
 // stored once with their outcomes. Compare BenchmarkDeliveries500, the per-delivery round.
 func BenchmarkRecordBatch500(b *testing.B) {
+	s, _ := openTestStore(b)
+	recordBatches(b, s)
+}
+
+// recordBatches stores realtime batches of 500 sent deliveries of one notification on s, one
+// per iteration of b: each claimed, then recorded (RecordBatch), as the send stage does.
+func recordBatches(b *testing.B, s *sqlite.Store) {
 	const batch = 500
 	ctx := context.Background()
-	s, _ := openTestStore(b)
 	n := &notify.Notification{ID: "n_bench", Service: "bench", Status: notify.StatusProcessing, BatchClaims: true}
 	if _, _, err := s.CreateNotification(ctx, n); err != nil {
 		b.Fatal(err)
@@ -316,22 +328,7 @@ func TestDeliveriesMigrationKeepsRowsAndOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "herald.db")
-	box, err := seal.New([]byte(strings.Repeat("k", 32)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	open := func() (*sqlite.Store, *sqlite.DB) {
-		t.Helper()
-		db, err := sqlite.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := sqlite.NewStore(db, box)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s, db
-	}
+	open := storeAt(t, path)
 	s, db := open()
 	var ns []*notify.Notification
 	for k := range 2 {
@@ -428,7 +425,6 @@ func TestDeliveriesMigrationKeepsRowsAndOrder(t *testing.T) {
 // database has lived a while (a delivery is unique within its notification, so a batch touches
 // its own notification's index pages, not pages spread over the whole history).
 func BenchmarkRecordBatchWithHistory(b *testing.B) {
-	const batch = 500
 	ctx := context.Background()
 	s, db := openTestStore(b)
 	if _, err := db.W.ExecContext(ctx, `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i+1 FROM k WHERE i < 999999)
@@ -438,34 +434,5 @@ func BenchmarkRecordBatchWithHistory(b *testing.B) {
 			1, '', 0, 0 FROM k`); err != nil {
 		b.Fatal(err)
 	}
-	n := &notify.Notification{ID: "n_bench", Service: "bench", Status: notify.StatusProcessing, BatchClaims: true}
-	if _, _, err := s.CreateNotification(ctx, n); err != nil {
-		b.Fatal(err)
-	}
-	now := time.Now()
-	chunk := 0
-	ds := make([]notify.Delivery, batch)
-	b.ReportAllocs()
-	for b.Loop() {
-		total := map[notify.Channel]notify.ChannelStats{notify.ChannelPush: {Total: batch}}
-		if _, err := s.AddChunk(ctx, n.ID, chunk, total); err != nil {
-			b.Fatal(err)
-		}
-		for i := range ds {
-			addr := fmt.Sprintf("token-%d-%d-abcdefghijklmnopqrstuvwxyz", chunk, i)
-			id := notify.DeliveryID(n.ID, notify.ChannelPush, addr)
-			ds[i] = notify.Delivery{ID: id, NotificationID: n.ID, UserID: fmt.Sprintf("user-%d", i), Channel: notify.ChannelPush,
-				Provider: notify.ProviderFCM, App: "default", AddressMasked: notify.MaskToken(addr), Status: notify.DeliverySent,
-				Attempts: 1, ProviderMessageID: "projects/bench/messages/0:" + id, UpdatedAt: now}
-		}
-		bid := fmt.Sprintf("b_%d", chunk)
-		if c, err := s.ClaimBatch(ctx, n.ID, bid, now, now.Add(time.Minute)); err != nil || c.State != notify.BatchClaimed {
-			b.Fatalf("claim: %+v, %v", c, err)
-		}
-		if ok, err := s.RecordBatch(ctx, n.ID, bid, ds, now); err != nil || !ok {
-			b.Fatalf("record: %v, %v", ok, err)
-		}
-		chunk++
-	}
-	b.ReportMetric(float64(batch*chunk)/b.Elapsed().Seconds(), "deliveries/s")
+	recordBatches(b, s)
 }
