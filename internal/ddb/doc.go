@@ -143,7 +143,7 @@
 //     out and the transaction retried without it, so only what this call inserted is counted. A
 //     crash midway leaves counted deliveries and no marker; the redelivered chunk adds the rest.
 //     A marked chunk changes nothing.
-//   - ClaimDeliveries: one UpdateItem per delivery, 16 at once, conditioned on status = PENDING
+//   - ClaimDeliveries: one UpdateItem per delivery, 16 at once, conditioned on its notification and status = PENDING
 //     or (SENDING and lease_until < now); ALL_NEW is the claimed delivery, ALL_OLD on a failed
 //     condition tells a live lease (busy) from a terminal or unknown one atomically.
 //   - CompleteDeliveries: a consistent BatchGetItem reads channel, status and shard (the channel

@@ -370,8 +370,9 @@ func (s *Store) readDeliveries(ctx context.Context, ids []string, attrs ...strin
 // ClaimDeliveries implements notify.DeliveryStore: one conditional UpdateItem per delivery
 // (of notificationID, and PENDING or SENDING with an expired lease), up to 16 at once. ALL_NEW
 // returns the claimed delivery; on a failed condition ALL_OLD tells a live lease (busy) from a
-// terminal, unknown or other notification's delivery, as of the moment the condition failed. If a request fails for another reason the
-// whole call fails; the deliveries it did claim stay SENDING until their lease ends.
+// terminal, unknown or other notification's delivery, as of the moment the condition failed.
+// If a request fails for another reason the whole call fails; the deliveries it did claim stay
+// SENDING until their lease ends.
 func (s *Store) ClaimDeliveries(ctx context.Context, notificationID string, ids []string, now, leaseUntil time.Time) ([]notify.Delivery, []string, error) {
 	ids = unique(ids)
 	type result struct {
