@@ -143,9 +143,10 @@
 //     out and the transaction retried without it, so only what this call inserted is counted. A
 //     crash midway leaves counted deliveries and no marker; the redelivered chunk adds the rest.
 //     A marked chunk changes nothing.
-//   - ClaimDeliveries: one UpdateItem per delivery, 16 at once, conditioned on its notification and status = PENDING
-//     or (SENDING and lease_until < now); ALL_NEW is the claimed delivery, ALL_OLD on a failed
-//     condition tells a live lease (busy) from a terminal or unknown one atomically.
+//   - ClaimDeliveries: one UpdateItem per delivery, 16 at once, conditioned on its notification
+//     and on status = PENDING or (SENDING and lease_until < now); ALL_NEW is the claimed
+//     delivery, ALL_OLD on a failed condition tells a live lease (busy) from a terminal, unknown
+//     or other notification's one atomically.
 //   - CompleteDeliveries: a consistent BatchGetItem reads channel, status and shard (the channel
 //     decides which counter moves), then transactions of ≤ 98 updates conditioned on status =
 //     SENDING and the notification id + 1 shard ADD; lost conditions are dropped and the rest
