@@ -154,10 +154,23 @@ func (w *World) EnqueueFixture(name string) events.SQSEvent {
 	return w.Receive(w.Env.LogicalQueue(ev.Records[0].EventSourceARN), len(ev.Records))
 }
 
-// Receive takes up to n messages off queue as a Lambda SQS event.
+// Receive takes up to n messages off queue as a Lambda SQS event, waiting up to 10 s for them;
+// when fewer came, the test log says where the queue's messages are (a caller may expect none).
 func (w *World) Receive(queue string, n int) events.SQSEvent {
 	var ev events.SQSEvent
-	for tries := 0; len(ev.Records) < n && tries < 5; tries++ {
+	defer func() {
+		if len(ev.Records) >= n {
+			return
+		}
+		out, err := w.SQS.GetQueueAttributes(context.Background(), &awssqs.GetQueueAttributesInput{
+			QueueUrl: aws.String(w.URLBase + queue), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
+		if err == nil {
+			a := out.Attributes
+			w.T.Logf("receive %s: %d of %d messages; the queue has %s visible, %s in flight, %s delayed", queue, len(ev.Records), n,
+				a["ApproximateNumberOfMessages"], a["ApproximateNumberOfMessagesNotVisible"], a["ApproximateNumberOfMessagesDelayed"])
+		}
+	}()
+	for tries := 0; len(ev.Records) < n && tries < 10; tries++ {
 		out, err := w.SQS.ReceiveMessage(context.Background(), &awssqs.ReceiveMessageInput{
 			QueueUrl: aws.String(w.URLBase + queue), MaxNumberOfMessages: int32(min(10, n-len(ev.Records))), WaitTimeSeconds: 1,
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{"All"}, MessageAttributeNames: []string{"All"},
