@@ -14,22 +14,29 @@ import (
 	"herald/internal/notify"
 )
 
-// Concurrent transactions share commits, and each still commits or rolls back whole: a failing
-// one undoes only its own writes, a canceled one runs nothing, and the rest are all there.
-func TestTxGroupCommitKeepsEachCallAtomic(t *testing.T) {
-	t.Parallel()
-	db, err := Open(filepath.Join(t.TempDir(), "g.db"))
+// kvDB is a fresh database with one table kv (k, v), closed when the test ends.
+func kvDB(t *testing.T) *DB {
+	t.Helper()
+	db, err := Open(filepath.Join(t.TempDir(), "kv.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	ctx := context.Background()
-	if err := db.Tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT NOT NULL)`)
+	t.Cleanup(func() { db.Close() })
+	if err := db.Tx(context.Background(), func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(context.Background(), `CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT NOT NULL)`)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return db
+}
+
+// Concurrent transactions share commits, and each still commits or rolls back whole: a failing
+// one undoes only its own writes, a canceled one runs nothing, and the rest are all there.
+func TestTxGroupCommitKeepsEachCallAtomic(t *testing.T) {
+	t.Parallel()
+	db := kvDB(t)
+	ctx := context.Background()
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
 	const n = 300
@@ -160,18 +167,8 @@ func TestTxGroupTakesRealtimeCallsFirst(t *testing.T) {
 // Through Tx: background and real-time calls all commit, each whole, whatever the interleaving.
 func TestTxGroupMixedPrioritiesAllCommit(t *testing.T) {
 	t.Parallel()
-	db, err := Open(filepath.Join(t.TempDir(), "p.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := kvDB(t)
 	ctx := context.Background()
-	if err := db.Tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT NOT NULL)`)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 200)
 	for i := range 200 {
