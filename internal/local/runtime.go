@@ -283,7 +283,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		defer r.loops.Done()
 		runner := campaign.NewRunner(r.Campaigns, 250*time.Millisecond)
 		runner.Yield = gate.yield
-		runner.Run(notify.WithBackground(wctx)) // a campaign is background work
+		runner.Run(wctx)
 	}()
 	return r, nil
 }

@@ -114,7 +114,7 @@ func worker(ctx context.Context, q notify.Queue, c Consumer, log *slog.Logger) {
 			c.Gate.leave()
 		case c.Gate != nil && bg:
 			c.Gate.yield(ctx)
-			handle(notify.WithBackground(context.WithValue(context.WithoutCancel(ctx), gateKey{}, c.Gate)), q, c, msgs, log)
+			handle(context.WithValue(context.WithoutCancel(ctx), gateKey{}, c.Gate), q, c, msgs, log)
 		default:
 			handle(context.WithoutCancel(ctx), q, c, msgs, log)
 		}

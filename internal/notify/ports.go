@@ -403,21 +403,6 @@ func WithEventualReads(ctx context.Context) context.Context {
 	return context.WithValue(ctx, eventualReadsKey{}, true)
 }
 
-// WithBackground marks ctx as background work — a campaign's or a marketing send's — that may
-// wait while real-time work goes first. A store with a single writer (SQLite) commits a
-// real-time call's writes ahead of background ones already waiting; others ignore it.
-func WithBackground(ctx context.Context) context.Context {
-	return context.WithValue(ctx, backgroundKey{}, true)
-}
-
-// Background reports whether WithBackground marked ctx.
-func Background(ctx context.Context) bool {
-	v, _ := ctx.Value(backgroundKey{}).(bool)
-	return v
-}
-
-type backgroundKey struct{}
-
 // EventualReads reports whether WithEventualReads marked ctx.
 func EventualReads(ctx context.Context) bool {
 	v, _ := ctx.Value(eventualReadsKey{}).(bool)

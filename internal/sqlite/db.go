@@ -14,8 +14,6 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
-
-	"herald/internal/notify"
 )
 
 // DB is one SQLite file with a single writer connection (SQLite allows one writer at a time;
@@ -129,7 +127,7 @@ func (db *DB) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	r := &txReq{ctx: ctx, fn: fn, done: make(chan error, 1), background: notify.Background(ctx)}
+	r := &txReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	g := &db.group
 	g.mu.Lock()
 	g.pending = append(g.pending, r)
@@ -155,10 +153,9 @@ const maxGroup = 64
 var errLead = errors.New("sqlite: lead the next group")
 
 type txReq struct {
-	ctx        context.Context
-	fn         func(*sql.Tx) error
-	done       chan error
-	background bool // notify.WithBackground: waits while real-time calls are pending
+	ctx  context.Context
+	fn   func(*sql.Tx) error
+	done chan error
 }
 
 type txGroup struct {
@@ -166,7 +163,6 @@ type txGroup struct {
 	busy    bool // a group is running, or a caller is about to run the next
 	pending []*txReq
 	shared  int // transactions that ran more than one call (for tests)
-	passed  int // groups in a row that left background calls waiting (take)
 }
 
 // runGroup runs the pending calls (up to maxGroup) as one transaction, then hands the next
@@ -174,7 +170,9 @@ type txGroup struct {
 func (db *DB) runGroup() {
 	g := &db.group
 	g.mu.Lock()
-	batch := g.take()
+	n := min(len(g.pending), maxGroup)
+	batch := g.pending[:n:n]
+	g.pending = append([]*txReq(nil), g.pending[n:]...)
 	g.mu.Unlock()
 
 	db.commitGroup(batch)
@@ -188,41 +186,6 @@ func (db *DB) runGroup() {
 	next := g.pending[0]
 	g.mu.Unlock()
 	next.done <- errLead
-}
-
-// maxPassed is how many groups in a row may leave background calls waiting: under a steady
-// stream of real-time writes, every fifth group takes the calls in arrival order, so a campaign
-// slows down but never stops.
-const maxPassed = 4
-
-// take removes the next group from pending (callers hold mu): up to maxGroup calls in arrival
-// order, real-time ones only while any is pending, so a real-time write seldom commits together
-// with — and waits for — a campaign's.
-func (g *txGroup) take() []*txReq {
-	fg := 0
-	for _, r := range g.pending {
-		if !r.background {
-			fg++
-		}
-	}
-	if fg == 0 || fg == len(g.pending) || g.passed >= maxPassed {
-		g.passed = 0
-		n := min(len(g.pending), maxGroup)
-		batch := g.pending[:n:n]
-		g.pending = append([]*txReq(nil), g.pending[n:]...)
-		return batch
-	}
-	var batch, rest []*txReq
-	for _, r := range g.pending {
-		if !r.background && len(batch) < maxGroup {
-			batch = append(batch, r)
-		} else {
-			rest = append(rest, r)
-		}
-	}
-	g.pending = rest
-	g.passed++
-	return batch
 }
 
 // commitGroup runs batch in one transaction and tells each call its outcome.

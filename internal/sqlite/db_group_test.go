@@ -6,12 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"herald/internal/notify"
 )
 
 // kvDB is a fresh database with one table kv (k, v), closed when the test ends.
@@ -111,87 +108,4 @@ func TestTxGroupCommitKeepsEachCallAtomic(t *testing.T) {
 		t.Fatalf("no transaction was shared by %d concurrent calls", n)
 	}
 	t.Logf("%d calls, %d shared transactions", n, shared)
-}
-
-// A real-time call waiting for the writer commits in a group of real-time calls only, ahead of
-// background calls that arrived before it; background calls go together once none is waiting.
-func TestTxGroupTakesRealtimeCallsFirst(t *testing.T) {
-	mk := func(names string) (rs []*txReq) {
-		for _, c := range names {
-			rs = append(rs, &txReq{background: c == 'b'})
-		}
-		return rs
-	}
-	kinds := func(rs []*txReq) string {
-		s := ""
-		for _, r := range rs {
-			s += map[bool]string{true: "b", false: "f"}[r.background]
-		}
-		return s
-	}
-	for _, tc := range []struct{ pending, batch, left string }{
-		{"bfbf", "ff", "bb"},
-		{"bbb", "bbb", ""},
-		{"fff", "fff", ""},
-		{"fbb", "f", "bb"},
-	} {
-		g := &txGroup{pending: mk(tc.pending)}
-		if got, left := kinds(g.take()), kinds(g.pending); got != tc.batch || left != tc.left {
-			t.Errorf("pending %s: group %s, left %s; want %s, %s", tc.pending, got, left, tc.batch, tc.left)
-		}
-	}
-	g := &txGroup{pending: mk(strings.Repeat("bf", maxGroup+3))}
-	if got := g.take(); len(got) != maxGroup || len(g.pending) != maxGroup+6 {
-		t.Errorf("%d real-time calls waiting: group of %d, %d left; want %d, %d", maxGroup+3, len(got), len(g.pending), maxGroup, maxGroup+6)
-	}
-	// Background calls are passed over at most maxPassed groups in a row.
-	g = &txGroup{}
-	for round := range maxPassed + 1 {
-		g.pending = mk("bf")
-		want := "f"
-		if round == maxPassed {
-			want = "bf"
-		}
-		if got := kinds(g.take()); got != want {
-			t.Errorf("round %d of steady real-time calls: group %s, want %s", round, got, want)
-		}
-	}
-	// The calls keep their arrival order within each kind.
-	first := &txReq{}
-	g = &txGroup{pending: []*txReq{{background: true}, first, {}}}
-	if got := g.take(); got[0] != first {
-		t.Error("real-time calls out of their arrival order")
-	}
-}
-
-// Through Tx: background and real-time calls all commit, each whole, whatever the interleaving.
-func TestTxGroupMixedPrioritiesAllCommit(t *testing.T) {
-	t.Parallel()
-	db := kvDB(t)
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make(chan error, 200)
-	for i := range 200 {
-		wg.Go(func() {
-			c := ctx
-			if i%3 != 0 {
-				c = notify.WithBackground(ctx)
-			}
-			errs <- db.Tx(c, func(tx *sql.Tx) error {
-				_, err := tx.ExecContext(c, `INSERT INTO kv (k, v) VALUES (?, ?)`, i, fmt.Sprint(i))
-				return err
-			})
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	var n int
-	if err := db.R.QueryRowContext(ctx, `SELECT count(*) FROM kv`).Scan(&n); err != nil || n != 200 {
-		t.Fatalf("%d rows (%v), want 200", n, err)
-	}
 }
