@@ -62,6 +62,8 @@ bench: build tools ## print figures: single sends end to end (rates, backlog, ro
 	echo "==> functions under aws-lambda-rie"; \
 	HERALD_FUNCTION_BENCH=1 HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) $(GO) test -count=1 -run TestReportInitAndSize -v ./functions/ | grep -v '^=== \|^--- \|^PASS\|^ok\|INFO'
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/sqlite/ ./internal/fcm/ ./internal/apns/ ./internal/api/
+	@echo "==> storing deliveries: 100,000 in batches of 500 (the README's figures)"
+	$(GO) test -run '^$$' -bench 'Deliveries500|RecordBatch' -benchtime 200x ./internal/sqlite/
 
 # The binaries the end-to-end and emulator tests run, built once per `make test` for this host with
 # the settings `go vet` and `go test` compile with (no -trimpath, no CGO_ENABLED or GOARCH change:
