@@ -126,6 +126,15 @@ func TestIngestMessageSaysItsLane(t *testing.T) {
 		if len(ms) != 1 {
 			t.Fatalf("%d ingest messages, want 1", len(ms))
 		}
+		// The lane is the message's: a batch's requests do not carry it each.
+		var b notify.SendBatch
+		if json.Unmarshal(ms[0].Body, &b) == nil {
+			for i, a := range b.Attributes {
+				if _, ok := a[notify.AttrLane]; ok {
+					t.Errorf("request %d of the batch carries %s", i, notify.AttrLane)
+				}
+			}
+		}
 		return ms[0].Attributes[notify.AttrLane]
 	}
 	wantStatus(t, e.do(t, "POST", "/v1/notifications", ordersKey, pushRequest()), 202)

@@ -41,6 +41,7 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 		writeJSON(w, http.StatusOK, p.accepted)
 		return nil
 	}
+	p.attrs[notify.AttrLane] = string(p.lane)
 	msg := notify.OutMessage{Body: p.body, GroupID: p.service, Attributes: p.attrs}
 	if err := s.enqueue(ctx, p.service, msg, fmt.Sprintf("the notification is %d bytes as JSON, over the queue's message size limit; send fewer recipients per request or smaller content", len(p.body))); err != nil {
 		return fmt.Errorf("enqueue notification %s: %w", p.accepted.ID, err)
@@ -58,6 +59,7 @@ type preparedSend struct {
 	body        []byte
 	attrs       map[string]string
 	fingerprint string
+	lane        notify.Lane // the queue message's notify.AttrLane, not a request attribute
 }
 
 // prepareSend renders req's template, validates it, picks its id and, for a request with an
@@ -73,7 +75,7 @@ func (s *server) prepareSend(r *http.Request, req *notify.SendRequest) (*prepare
 	if err != nil {
 		return nil, err
 	}
-	attrs := map[string]string{notify.AttrLane: string(req.Category.Lane())}
+	attrs := map[string]string{}
 	if tmplName != "" {
 		attrs[notify.AttrTemplateName], attrs[notify.AttrTemplateVersion] = tmplName, strconv.Itoa(tmplVersion)
 	}
@@ -81,7 +83,8 @@ func (s *server) prepareSend(r *http.Request, req *notify.SendRequest) (*prepare
 		return nil, err
 	}
 	id := notify.NotificationIDFor(service, req.IdempotencyKey, now)
-	p := &preparedSend{service: service, fingerprint: fingerprint, accepted: acceptedResponse{ID: id, Status: notify.StatusAccepted}}
+	p := &preparedSend{service: service, fingerprint: fingerprint, accepted: acceptedResponse{ID: id, Status: notify.StatusAccepted},
+		lane: req.Category.Lane()}
 	if req.SendAt != nil && req.SendAt.After(now) {
 		p.accepted.Status = notify.StatusScheduled
 	}
@@ -199,7 +202,7 @@ func (s *server) createNotificationBatch(w http.ResponseWriter, r *http.Request)
 		queued[p.accepted.ID] = i
 		batch.Notifications = append(batch.Notifications, p.body)
 		batch.Attributes = append(batch.Attributes, p.attrs)
-		if p.attrs[notify.AttrLane] != string(notify.LaneBulk) {
+		if p.lane != notify.LaneBulk {
 			lane = notify.LaneRealtime
 		}
 	}
