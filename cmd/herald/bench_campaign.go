@@ -389,11 +389,17 @@ func startBenchRuntime(cfg *config.Config, opts local.Options) (r *local.Runtime
 	}
 	opts.Config, opts.DataDir, opts.Addr, opts.SandboxInMemory = cfg, dir, "127.0.0.1:0", true
 	opts.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
-	if f := os.Getenv("HERALD_BENCH_LOG"); f != "" {
-		lf, _ := os.OpenFile(f, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		opts.Logger = slog.New(slog.NewJSONHandler(lf, nil))
+	var logFile io.Closer = io.NopCloser(nil)              // HERALD_BENCH_LOG's file, closed with the runtime
+	if name := os.Getenv("HERALD_BENCH_LOG"); name != "" { // the runtime's log, appended run after run
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, nil, fmt.Errorf("HERALD_BENCH_LOG: %w", err)
+		}
+		opts.Logger, logFile = slog.New(slog.NewJSONHandler(f, nil)), f
 	}
 	if r, err = local.Start(context.Background(), opts); err != nil {
+		logFile.Close()
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
@@ -401,6 +407,7 @@ func startBenchRuntime(cfg *config.Config, opts local.Options) (r *local.Runtime
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = r.Shutdown(ctx)
+		logFile.Close()
 		os.RemoveAll(dir)
 	}, nil
 }
