@@ -42,8 +42,9 @@ type instance struct {
 	cmd    *exec.Cmd
 	exited chan error // cmd.Wait's result, once the process has ended
 	url    string
-	// stopping is set before the box kills the process itself: an exit without it is reported.
-	stopping atomic.Bool
+	// ready is set once the emulator listens, stopping before the box kills the process itself:
+	// an exit between the two is reported (one before listening is a port race, tried again).
+	ready, stopping atomic.Bool
 }
 
 // FunctionError is an invocation that ended in the function's error (Lambda's
@@ -222,7 +223,7 @@ func (f *Function) startOnce() (*instance, error) {
 	in := &instance{cmd: cmd, exited: exited, url: "http://" + addr + "/2015-03-31/functions/function/invocations"}
 	go func() {
 		err := cmd.Wait()
-		if !in.stopping.Load() && f.log != nil {
+		if in.ready.Load() && !in.stopping.Load() && f.log != nil {
 			// An environment that dies under an invocation loses it: its batch comes back only
 			// after the queue's visibility timeout. Say so, with how it ended.
 			f.log.Warn("stackbox: an execution environment exited", "function", f.Name, "pid", cmd.Process.Pid, "state", cmd.ProcessState.String(), "error", err)
@@ -239,6 +240,7 @@ func (f *Function) startOnce() (*instance, error) {
 		}
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
+			in.ready.Store(true)
 			return in, nil
 		}
 		time.Sleep(20 * time.Millisecond)
