@@ -55,7 +55,7 @@ the same sandbox in the same run. Needs no running server; takes the machine's c
 	perNotification := fs.Int("per-notification", 10000, "recipients per notification (≤ 10,000)")
 	inFlight := fs.Int("raw-batches", 2, "500-token multicasts in flight for the raw SDK run")
 	sendWorkers := fs.Int("send-workers", 4, "send workers of the pipeline in every run (each lane's send max_concurrency for the run)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each lane's pipeline run (the last round's) to this file name plus .realtime and .bulk")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the raw SDK run and of each lane's pipeline run (the last round's) to this file name plus .realtime and .bulk, and of their raw runs plus .raw-realtime and .raw-bulk")
 	rounds := fs.Int("rounds", 3, "rounds of raw SDK, realtime and bulk runs, interleaved; each efficiency is against its own round's raw run, and the median is the figure")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
@@ -79,14 +79,17 @@ the same sandbox in the same run. Needs no running server; takes the machine's c
 	// same SDK and sandbox work, so what the pipeline spends beyond the raw run is its own.
 	eff, cpuEff := map[notify.Lane][]float64{}, map[notify.Lane][]float64{}
 	for round := 1; round <= *rounds; round++ {
-		raw, err := benchRawFCM(*recipients, *inFlight)
-		if err != nil {
-			return fmt.Errorf("raw SDK run: %w", err)
-		}
 		fmt.Fprintf(out, "  round %d/%d\n", round, *rounds)
-		fmt.Fprintf(out, "  raw SDK      SendEachForMulticast, %d × 500 in flight   %8.0f msgs/s        (%v%s)\n", *inFlight, raw.rate,
-			raw.wall.Round(time.Millisecond), raw.cpuNote(raw))
 		for _, lane := range notify.Lanes {
+			// Each lane against a raw run made just before it, sending the very payload the lane
+			// sends (a marketing push is normal priority: no APNs sound, a smaller body).
+			priority := benchNotification(lane).Priority
+			raw, err := benchRawFCM(*recipients, *inFlight, lane, priority)
+			if err != nil {
+				return fmt.Errorf("raw SDK run: %w", err)
+			}
+			fmt.Fprintf(out, "  raw SDK      SendEachForMulticast, %d × 500 in flight, %s priority %8.0f msgs/s  (%v%s)\n", *inFlight, priority,
+				raw.rate, raw.wall.Round(time.Millisecond), raw.cpuNote(raw))
 			run, err := benchPipeline(*recipients, *perNotification, *sendWorkers, lane)
 			if err != nil {
 				return fmt.Errorf("pipeline run (%s lane): %w", lane, err)
@@ -112,6 +115,26 @@ the same sandbox in the same run. Needs no running server; takes the machine's c
 }
 
 var profile string
+
+// startProfile starts a CPU profile of the run named run into profile plus "."+run, when
+// --cpuprofile asks for one; stop ends it.
+func startProfile(run string) (stop func(), err error) {
+	if profile == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(profile + "." + run)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
 
 // benchRun is one run's figures: pushes per second, wall time, and the process's CPU time
 // over the same span (cpuOK false where it cannot be read).
@@ -172,7 +195,19 @@ func benchTokens(prefix string, n int) []string {
 	return out
 }
 
-func benchRawFCM(n, inFlight int) (benchRun, error) {
+// benchNotification is the notification the pipeline makes of a bench request on lane: a
+// transactional push on the realtime lane, a marketing one on the bulk lane.
+func benchNotification(lane notify.Lane) *notify.Notification {
+	category := notify.CategoryTransactional
+	if lane == notify.LaneBulk {
+		category = notify.CategoryMarketing
+	}
+	return (&notify.SendRequest{Category: category}).Notification(notify.NewID(notify.NotificationIDPrefix, time.Now()), "bench", time.Now())
+}
+
+// benchRawFCM sends n pushes of priority straight through the SDK to a sandbox of its own; the
+// CPU profile, if asked for, is named after the lane it is compared with.
+func benchRawFCM(n, inFlight int, lane notify.Lane, priority notify.Priority) (benchRun, error) {
 	sb, err := sandbox.Start(sandbox.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return benchRun{}, err
@@ -205,11 +240,16 @@ func benchRawFCM(n, inFlight int) (benchRun, error) {
 		mu       sync.Mutex
 		firstErr error
 	)
-	// The very payload Herald's FCM sender makes of the pipeline runs' notification (title, body,
-	// its id as collapse key and tag, high priority for Android and APNs): the same bytes to
-	// build, send and parse, so the runs differ only by what the pipeline adds.
+	// The very payload Herald's FCM sender makes of the pipeline run's notification (title, body,
+	// its id as collapse key and tag, the lane's priority for Android and APNs): the same bytes
+	// to build, send and parse, so the runs differ only by what the pipeline adds.
 	payload := notify.OutboundMessage{Channel: notify.ChannelPush, Content: notify.Content{Title: "Bench", Body: "pipeline"},
-		CollapseID: notify.NewID(notify.NotificationIDPrefix, time.Now())}
+		CollapseID: notify.NewID(notify.NotificationIDPrefix, time.Now()), Priority: priority}
+	stopProfile, err := startProfile("raw-" + string(lane))
+	if err != nil {
+		return benchRun{}, err
+	}
+	defer stopProfile()
 	span := startSpan()
 	for range inFlight {
 		wg.Add(1)
@@ -258,13 +298,10 @@ func (c noonInSeoul) Now() time.Time { return time.Now().Add(c.offset) }
 
 func benchPipeline(n, per, sendWorkers int, lane notify.Lane) (benchRun, error) {
 	cfg := config.Dev()
-	lc, category := cfg.Lanes[string(lane)], notify.CategoryTransactional
+	lc, category := cfg.Lanes[string(lane)], benchNotification(lane).Category
 	lc.Send.MaxConcurrency = sendWorkers
 	lc.Prepare.MaxConcurrency = cfg.Lanes[string(notify.LaneRealtime)].Prepare.MaxConcurrency
 	cfg.Lanes[string(lane)] = lc
-	if lane == notify.LaneBulk {
-		category = notify.CategoryMarketing
-	}
 	cfg.Providers.APNs.Apps = nil // FCM only, like the raw run
 	// The sandbox records in memory, as in the raw run: only the pipeline's own work differs.
 	r, stopRuntime, err := startBenchRuntime(cfg, local.Options{Clock: newNoonInSeoul()})
@@ -285,17 +322,11 @@ func benchPipeline(n, per, sendWorkers int, lane notify.Lane) (benchRun, error) 
 		})
 		bodies = append(bodies, b)
 	}
-	if profile != "" {
-		f, err := os.Create(profile + "." + string(lane))
-		if err != nil {
-			return benchRun{}, err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return benchRun{}, err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startProfile(string(lane))
+	if err != nil {
+		return benchRun{}, err
 	}
+	defer stopProfile()
 	span := startSpan()
 	var ids []string
 	var firstAccepted time.Duration
