@@ -55,8 +55,8 @@ the same sandbox in the same run. Needs no running server; takes the machine's c
 	perNotification := fs.Int("per-notification", 10000, "recipients per notification (≤ 10,000)")
 	inFlight := fs.Int("raw-batches", 2, "500-token multicasts in flight for the raw SDK run")
 	sendWorkers := fs.Int("send-workers", 4, "send workers of the pipeline in every run (each lane's send max_concurrency for the run)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the raw SDK run and of each lane's pipeline run (the last round's) to this file name plus .realtime and .bulk, and of their raw runs plus .raw-realtime and .raw-bulk")
-	rounds := fs.Int("rounds", 3, "rounds of raw SDK, realtime and bulk runs, interleaved; each efficiency is against its own round's raw run, and the median is the figure")
+	cpuProfile := fs.String("cpuprofile", "", "write CPU profiles of the last round to this file name plus .realtime and .bulk (each lane's pipeline run) and .raw-realtime and .raw-bulk (the raw SDK run before it)")
+	rounds := fs.Int("rounds", 3, "rounds of a raw SDK run then a pipeline run for each lane; each efficiency is against the raw run just before it, and the median is the figure")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
 		return err
@@ -73,8 +73,8 @@ the same sandbox in the same run. Needs no running server; takes the machine's c
 	}
 	fmt.Fprintf(out, "herald bench: %d push recipients via FCM (firebase-admin-go v4) to the sandbox on 127.0.0.1\n", *recipients)
 
-	// The raw run's rate moves with what else the machine does; each round compares the lanes
-	// with a raw run made moments before, and the median of the rounds is the figure.
+	// The raw run's rate moves with what else the machine does; each round compares each lane
+	// with a raw run of its payload made moments before, and the median of the rounds is the figure.
 	// CPU time is the steadier figure on a shared machine: the raw run and the pipeline do the
 	// same SDK and sandbox work, so what the pipeline spends beyond the raw run is its own.
 	eff, cpuEff := map[notify.Lane][]float64{}, map[notify.Lane][]float64{}
