@@ -83,12 +83,12 @@ the same sandbox in the same run. Needs no running server; takes the machine's c
 		for _, lane := range notify.Lanes {
 			// Each lane against a raw run made just before it, sending the very payload the lane
 			// sends (a marketing push is normal priority: no APNs sound, a smaller body).
-			priority := benchNotification(lane).Priority
-			raw, err := benchRawFCM(*recipients, *inFlight, lane, priority)
+			bn := benchRequest(lane).Notification(notify.NewID(notify.NotificationIDPrefix, time.Now()), "bench", time.Now())
+			raw, err := benchRawFCM(*recipients, *inFlight, bn)
 			if err != nil {
 				return fmt.Errorf("raw SDK run: %w", err)
 			}
-			fmt.Fprintf(out, "  raw SDK      SendEachForMulticast, %d × 500 in flight, %s priority %8.0f msgs/s  (%v%s)\n", *inFlight, priority,
+			fmt.Fprintf(out, "  raw SDK      SendEachForMulticast, %d × 500 in flight, %s priority %8.0f msgs/s  (%v%s)\n", *inFlight, bn.Priority,
 				raw.rate, raw.wall.Round(time.Millisecond), raw.cpuNote(raw))
 			run, err := benchPipeline(*recipients, *perNotification, *sendWorkers, lane)
 			if err != nil {
@@ -195,19 +195,20 @@ func benchTokens(prefix string, n int) []string {
 	return out
 }
 
-// benchNotification is the notification the pipeline makes of a bench request on lane: a
-// transactional push on the realtime lane, a marketing one on the bulk lane.
-func benchNotification(lane notify.Lane) *notify.Notification {
+// benchRequest is the push the bench sends on lane, without its recipients: transactional on the
+// realtime lane, marketing on the bulk lane.
+func benchRequest(lane notify.Lane) *notify.SendRequest {
 	category := notify.CategoryTransactional
 	if lane == notify.LaneBulk {
 		category = notify.CategoryMarketing
 	}
-	return (&notify.SendRequest{Category: category}).Notification(notify.NewID(notify.NotificationIDPrefix, time.Now()), "bench", time.Now())
+	return &notify.SendRequest{Category: category, Channels: []notify.Channel{notify.ChannelPush},
+		Content: notify.Content{Title: "Bench", Body: "pipeline"}}
 }
 
-// benchRawFCM sends n pushes of priority straight through the SDK to a sandbox of its own; the
-// CPU profile, if asked for, is named after the lane it is compared with.
-func benchRawFCM(n, inFlight int, lane notify.Lane, priority notify.Priority) (benchRun, error) {
+// benchRawFCM sends n pushes of bn's payload straight through the SDK to a sandbox of its own;
+// the CPU profile, if asked for, is named after bn's lane.
+func benchRawFCM(n, inFlight int, bn *notify.Notification) (benchRun, error) {
 	sb, err := sandbox.Start(sandbox.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return benchRun{}, err
@@ -243,9 +244,9 @@ func benchRawFCM(n, inFlight int, lane notify.Lane, priority notify.Priority) (b
 	// The very payload Herald's FCM sender makes of the pipeline run's notification (title, body,
 	// its id as collapse key and tag, the lane's priority for Android and APNs): the same bytes
 	// to build, send and parse, so the runs differ only by what the pipeline adds.
-	payload := notify.OutboundMessage{Channel: notify.ChannelPush, Content: notify.Content{Title: "Bench", Body: "pipeline"},
-		CollapseID: notify.NewID(notify.NotificationIDPrefix, time.Now()), Priority: priority}
-	stopProfile, err := startProfile("raw-" + string(lane))
+	payload := notify.OutboundMessage{Channel: notify.ChannelPush, Content: bn.Content,
+		CollapseID: bn.EffectiveCollapseID(), Priority: bn.Priority}
+	stopProfile, err := startProfile("raw-" + string(bn.Lane))
 	if err != nil {
 		return benchRun{}, err
 	}
@@ -298,7 +299,7 @@ func (c noonInSeoul) Now() time.Time { return time.Now().Add(c.offset) }
 
 func benchPipeline(n, per, sendWorkers int, lane notify.Lane) (benchRun, error) {
 	cfg := config.Dev()
-	lc, category := cfg.Lanes[string(lane)], benchNotification(lane).Category
+	lc := cfg.Lanes[string(lane)]
 	lc.Send.MaxConcurrency = sendWorkers
 	lc.Prepare.MaxConcurrency = cfg.Lanes[string(notify.LaneRealtime)].Prepare.MaxConcurrency
 	cfg.Lanes[string(lane)] = lc
@@ -313,13 +314,11 @@ func benchPipeline(n, per, sendWorkers int, lane notify.Lane) (benchRun, error) 
 	tokens := benchTokens("e2e", n)
 	var bodies [][]byte
 	for i := 0; i < n; i += per {
-		var rs []map[string]string
+		req := benchRequest(lane)
 		for _, t := range tokens[i:min(i+per, n)] {
-			rs = append(rs, map[string]string{"fcm_token": t})
+			req.Recipients = append(req.Recipients, notify.Recipient{FCMToken: t})
 		}
-		b, _ := json.Marshal(map[string]any{
-			"category": category, "channels": []string{"push"}, "content": map[string]string{"title": "Bench", "body": "pipeline"}, "recipients": rs,
-		})
+		b, _ := json.Marshal(req)
 		bodies = append(bodies, b)
 	}
 	stopProfile, err := startProfile(string(lane))

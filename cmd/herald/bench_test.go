@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"herald/internal/notify"
 )
@@ -41,14 +42,14 @@ func TestBenchLargeSend(t *testing.T) {
 	}
 }
 
-// TestBenchNotificationIsItsLanes: the notification the bench sends on a lane is one that lane
-// takes, with the priority its raw run is given.
+// TestBenchNotificationIsItsLanes: the request the bench sends on a lane makes a notification
+// that lane takes, with the priority its raw run is given.
 func TestBenchNotificationIsItsLanes(t *testing.T) {
 	want := map[notify.Lane]notify.Priority{notify.LaneRealtime: notify.PriorityHigh, notify.LaneBulk: notify.PriorityNormal}
 	for _, lane := range notify.Lanes {
-		n := benchNotification(lane)
+		n := benchRequest(lane).Notification("n_bench", "bench", time.Now())
 		if n.Lane != lane || n.Priority != want[lane] {
-			t.Errorf("benchNotification(%s): lane %s, priority %s; want lane %s, priority %s", lane, n.Lane, n.Priority, lane, want[lane])
+			t.Errorf("bench request on %s: lane %s, priority %s; want lane %s, priority %s", lane, n.Lane, n.Priority, lane, want[lane])
 		}
 	}
 }
