@@ -593,12 +593,11 @@ func TestCreateNotificationRace(t *testing.T) {
 	}
 }
 
-// contendedClient answers every other transaction with a TransactionConflict cancellation and
-// every other UpdateItem with TransactionConflictException, as DynamoDB does under contention
-// (DynamoDB Local serializes requests and never does).
 // contendedClient fails the first attempt of every update and transaction (told apart by what
-// they write) with a conflict: each is retried once, whatever the concurrency, so the test
-// checks the retry and not the luck of an interleaving.
+// they write) as DynamoDB does under contention — a TransactionConflict cancellation, a
+// TransactionConflictException — which DynamoDB Local, serializing requests, never does: each
+// is retried once, whatever the concurrency, so the test checks the retry and not the luck of
+// an interleaving.
 type contendedClient struct {
 	dynamodbiface.DynamoDBAPI
 	mu       sync.Mutex
