@@ -61,7 +61,10 @@ bench: build tools ## print figures: single sends end to end (rates, backlog, ro
 	$(BIN)/herald bench cost --dynamodb-endpoint $$ep $(if $(COST_SENDS),--sends $(COST_SENDS)) $(if $(COST_DEVICES),--devices $(COST_DEVICES)); \
 	echo "==> functions under aws-lambda-rie"; \
 	HERALD_FUNCTION_BENCH=1 HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) $(GO) test -count=1 -run TestReportInitAndSize -v ./functions/ | grep -v '^=== \|^--- \|^PASS\|^ok\|INFO'
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/sqlite/ ./internal/fcm/ ./internal/apns/ ./internal/api/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/sqlite/ ./internal/apns/ ./internal/api/
+	$(GO) test -run '^$$' -bench 'FCMSend$$' -benchtime 3x ./internal/fcm/
+	@echo "==> single FCM pushes from 50 callers: the sender against the raw SDK's multicast of one token"
+	$(GO) test -run '^$$' -bench 'FCMSendOne' -benchtime 20000x ./internal/fcm/
 	@echo "==> storing deliveries: 100,000 in batches of 500 (the README's figures)"
 	$(GO) test -run '^$$' -bench 'Deliveries500|RecordBatch' -benchtime 200x ./internal/sqlite/
 

@@ -144,3 +144,77 @@ func firstFailure(br *messaging.BatchResponse) error {
 	}
 	return nil
 }
+
+// BenchmarkFCMSendOne is single pushes from 50 callers at once, as a stream of single sends
+// makes them: the raw SDK's SendEachForMulticast of one token, which starts 50 workers for it,
+// against Sender.Send of one message. One op is one push; cpu-µs/msg is the figure.
+func BenchmarkFCMSendOne(b *testing.B) {
+	m := notify.OutboundMessage{DeliveryID: "d0", Address: "bench-token-0000-0000000000", App: "default",
+		Content: notify.Content{Title: "Your code", Body: "123456"}, CollapseID: "n_1", Priority: notify.PriorityHigh, TTL: time.Hour}
+	tmpl := toMessage(m, time.Now())
+	for _, sender := range []bool{false, true} {
+		name := "raw"
+		if sender {
+			name = "sender"
+		}
+		b.Run(name, func(b *testing.B) {
+			sb := startSandbox(b)
+			endpoint := sb.URL() + "/v1"
+			var one func(ctx context.Context) error
+			if sender {
+				s, err := New(context.Background(), Config{Apps: map[string]App{"default": {ProjectID: project, Endpoint: endpoint}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = s.Close() })
+				one = func(ctx context.Context) error {
+					res, err := s.Send(ctx, []notify.OutboundMessage{m})
+					if err == nil {
+						err = res[0].Err
+					}
+					return err
+				}
+			} else {
+				tr := http.DefaultTransport.(*http.Transport).Clone()
+				tr.MaxIdleConnsPerHost = DefaultMaxConcurrency
+				b.Cleanup(tr.CloseIdleConnections)
+				client := newRawClient(b, endpoint, &http.Client{Transport: tr})
+				one = func(ctx context.Context) error {
+					br, err := client.SendEachForMulticast(ctx, toMulticast(tmpl, []string{m.Address}))
+					if err == nil && br.FailureCount > 0 {
+						err = firstFailure(br)
+					}
+					return err
+				}
+			}
+			runCalls(b, 50, one)
+		})
+	}
+}
+
+// runCalls runs b.N calls, callers at a time, and reports calls (messages) per second and the
+// process's CPU per call.
+func runCalls(b *testing.B, callers int, call func(ctx context.Context) error) {
+	ctx := context.Background()
+	if err := call(ctx); err != nil { // warm a connection up
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start, cpu0 := time.Now(), cpuTime()
+	for range callers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if err := call(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/msg")
+}

@@ -8,9 +8,12 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -295,5 +298,29 @@ func TestSendInvalidPayloadRejectsItsGroupOnly(t *testing.T) {
 	wantCode(t, res[2], notify.EREJECTED)
 	if n := sb.Recorder.Len(); n != 1 {
 		t.Errorf("recorded %d, want 1", n)
+	}
+}
+
+// A failure after the request was made is not the SDK refusing the payload: a 200 whose body is
+// not FCM's answer may follow a delivery, so it is not a permanent rejection.
+func TestSendUnreadableAnswerIsNotARefusal(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		_, _ = io.WriteString(w, "<html>not json</html>")
+	}))
+	t.Cleanup(srv.Close)
+	s, err := New(context.Background(), Config{HTTPClient: srv.Client(),
+		Apps: map[string]App{"default": {ProjectID: project, Endpoint: srv.URL + "/v1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := send(t, s, msg("d0", "tok-a-0000000000", notify.Content{Body: "b"}),
+		msg("d1", "tok-b-0000000000", notify.Content{Body: "b", ImageURL: "not a url"}))
+	wantCode(t, res[0], notify.EINTERNAL)
+	wantCode(t, res[1], notify.EREJECTED)
+	if n := requests.Load(); n != 1 {
+		t.Errorf("%d requests, want 1 (none for the refused payload)", n)
 	}
 }

@@ -90,8 +90,8 @@ func toMulticast(tmpl *messaging.Message, tokens []string) *messaging.MulticastM
 	}
 }
 
-// MulticastFor is the multicast the sender makes of m's payload for tokens: what a raw SDK
-// comparison must send to measure the same work (herald bench).
+// MulticastFor is m's payload for tokens as one multicast: the very requests the sender makes
+// for them, for a raw SDK comparison to send (herald bench).
 func MulticastFor(m notify.OutboundMessage, tokens []string, now time.Time) *messaging.MulticastMessage {
 	return toMulticast(toMessage(m, now), tokens)
 }
