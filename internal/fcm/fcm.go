@@ -227,8 +227,13 @@ func (s *Sender) Send(ctx context.Context, msgs []notify.OutboundMessage) ([]not
 		chunkSize = s.maxInFlight
 	}
 	now := s.now()
+	groups := groupByPayload(msgs)
+	// A send of one chunk — a single push, most often — runs on the caller's goroutine, whose
+	// stack has grown already: a new goroutine's would grow again, copied at each doubling,
+	// through the SDK's JSON encoding.
+	inline := len(groups) == 1 && len(groups[0]) <= chunkSize
 	var wg sync.WaitGroup
-	for _, g := range groupByPayload(msgs) {
+	for _, g := range groups {
 		client, ok := s.apps[msgs[g[0]].App]
 		if !ok {
 			for _, i := range g {
@@ -246,10 +251,15 @@ func (s *Sender) Send(ctx context.Context, msgs []notify.OutboundMessage) ([]not
 				}
 				continue
 			}
-			wg.Go(func() {
+			send := func() {
 				defer s.inFlight.Release(weight)
 				sendChunk(ctx, client, tmpl, msgs, chunk, results)
-			})
+			}
+			if inline {
+				send()
+			} else {
+				wg.Go(send)
+			}
 		}
 	}
 	wg.Wait()
