@@ -83,3 +83,26 @@ func TestCheckpointerKeepsTheWALBounded(t *testing.T) {
 		t.Fatalf("WAL of %d bytes after Close, want it truncated", fi.Size())
 	}
 }
+
+// The writer's page cache is the smaller one (see Open); the readers keep theirs.
+func TestWriterCacheIsSmaller(t *testing.T) {
+	t.Parallel()
+	db, err := Open(filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, c := range []struct {
+		name string
+		conn *sql.DB
+		want int
+	}{{"writer", db.W, -8000}, {"reader", db.R, -32000}} {
+		var got int
+		if err := c.conn.QueryRowContext(context.Background(), "PRAGMA cache_size").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("%s: cache_size = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
