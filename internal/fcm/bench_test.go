@@ -59,7 +59,7 @@ func BenchmarkFCMSend(b *testing.B) {
 			endpoint, hc := benchEndpoint(b, sb, tc.proto)
 			if !tc.sender {
 				client := newRawClient(b, endpoint, hc)
-				runBatches(b, tc.batches, func(ctx context.Context) error {
+				runOps(b, tc.batches, MaxBatch, func(ctx context.Context) error {
 					br, err := client.SendEachForMulticast(ctx, toMulticast(tmpl, tokens))
 					if err == nil && br.FailureCount > 0 {
 						err = firstFailure(br)
@@ -74,7 +74,7 @@ func BenchmarkFCMSend(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = s.Close() })
-			runBatches(b, tc.batches, func(ctx context.Context) error {
+			runOps(b, tc.batches, MaxBatch, func(ctx context.Context) error {
 				res, err := s.Send(ctx, msgs)
 				if err != nil {
 					return err
@@ -101,10 +101,11 @@ func benchEndpoint(b *testing.B, sb *sandbox.Server, proto string) (string, *htt
 	return sb.TLSURL() + "/v1", &http.Client{Transport: tr}
 }
 
-// runBatches runs b.N batches, workers at a time, and reports messages per second.
-func runBatches(b *testing.B, workers int, batch func(ctx context.Context) error) {
+// runOps runs b.N operations of msgs messages each, workers at a time, and reports messages per
+// second and the process's CPU per message.
+func runOps(b *testing.B, workers, msgs int, op func(ctx context.Context) error) {
 	ctx := context.Background()
-	if err := batch(ctx); err != nil { // warm connections up
+	if err := op(ctx); err != nil { // warm connections up
 		b.Fatal(err)
 	}
 	var next atomic.Int64
@@ -114,7 +115,7 @@ func runBatches(b *testing.B, workers int, batch func(ctx context.Context) error
 	for range workers {
 		wg.Go(func() {
 			for next.Add(1) <= int64(b.N) {
-				if err := batch(ctx); err != nil {
+				if err := op(ctx); err != nil {
 					b.Error(err)
 					return
 				}
@@ -123,10 +124,10 @@ func runBatches(b *testing.B, workers int, batch func(ctx context.Context) error
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	b.ReportMetric(float64(b.N*MaxBatch)/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64(b.N*msgs)/elapsed.Seconds(), "msgs/s")
 	// CPU per message (client and in-process sandbox together) is steadier than msgs/s when
 	// other work shares the machine.
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Microsecond)/float64(b.N*MaxBatch), "cpu-µs/msg")
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Microsecond)/float64(b.N*msgs), "cpu-µs/msg")
 }
 
 // cpuTime is the user+system CPU time of this process.
@@ -187,34 +188,7 @@ func BenchmarkFCMSendOne(b *testing.B) {
 					return err
 				}
 			}
-			runCalls(b, 50, one)
+			runOps(b, 50, 1, one)
 		})
 	}
-}
-
-// runCalls runs b.N calls, callers at a time, and reports calls (messages) per second and the
-// process's CPU per call.
-func runCalls(b *testing.B, callers int, call func(ctx context.Context) error) {
-	ctx := context.Background()
-	if err := call(ctx); err != nil { // warm a connection up
-		b.Fatal(err)
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start, cpu0 := time.Now(), cpuTime()
-	for range callers {
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				if err := call(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/msg")
 }
