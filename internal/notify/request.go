@@ -3,6 +3,7 @@ package notify
 import (
 	"fmt"
 	"net/mail"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -223,6 +224,20 @@ func (r *SendRequest) Validate(now time.Time) error {
 	return ValidateSendAt(r.SendAt, now)
 }
 
+// checkImageURL requires an image URL to be absolute http(s): FCM refuses anything else, and a
+// device or browser could not fetch it. A template's URL is checked once its placeholders are
+// filled, so one that still holds "{{" is left to the rendered content's check.
+func checkImageURL(field, s string) error {
+	if s == "" || strings.Contains(s, "{{") {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return FieldError(field, "not an absolute http(s) URL")
+	}
+	return nil
+}
+
 // ValidateContent checks one content variant (field is "content", "channel_content.push",
 // "localized.ko"…): sizes, reserved data keys, and no control characters where they do not
 // belong.
@@ -243,6 +258,9 @@ func validateContent(field string, c Content) error {
 		if err := CheckText(field+"."+t.name, t.s, t.allow); err != nil {
 			return err
 		}
+	}
+	if err := checkImageURL(field+".image_url", c.ImageURL); err != nil {
+		return err
 	}
 	if len(c.Title) > MaxTitleBytes {
 		return FieldError(field+".title", "at most %d bytes", MaxTitleBytes)

@@ -61,6 +61,33 @@ func TestSendRequestRefusesControlCharacters(t *testing.T) {
 	}
 }
 
+// An image URL is absolute http(s), checked before the request is accepted: FCM refuses any other,
+// and the push would fail for every device after a 202.
+func TestSendRequestImageURL(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	for url, field := range map[string]string{
+		"https://cdn.example.com/a.png?size=2": "",
+		"http://cdn.example.com/a.png":         "",
+		"not a url":                            "content.image_url",
+		"/images/a.png":                        "content.image_url",
+		"ftp://cdn.example.com/a.png":          "content.image_url",
+		"https:///a.png":                       "content.image_url",
+		"https://cdn.example.com/{{sku}}.png":  "", // a template's, checked once rendered
+	} {
+		r := validRequest()
+		r.Content.ImageURL = url
+		if got := fieldOf(r.Validate(now)); got != field {
+			t.Errorf("image_url %q: field %q, want %q", url, got, field)
+		}
+	}
+	r := validRequest()
+	r.Localized = map[string]notify.Content{"ko": {Title: "x", ImageURL: "cdn.example.com/a.png"}}
+	if got := fieldOf(r.Validate(now)); got != "localized.ko.image_url" {
+		t.Errorf("localized image_url: field %q", got)
+	}
+}
+
 func TestSendAtBounds(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)

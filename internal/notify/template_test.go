@@ -131,6 +131,26 @@ func TestTemplateRenderMissingVariables(t *testing.T) {
 	wantField(t, err, "template.data")
 }
 
+// A template's image URL may hold placeholders; the rendered one must be an absolute http(s) URL.
+func TestTemplateImageURLCheckedOnceRendered(t *testing.T) {
+	s := orderTemplate()
+	push := s.Channels[notify.ChannelPush]
+	push.ImageURL = "{{image}}"
+	s.Channels[notify.ChannelPush] = push
+	s.Variables = append(s.Variables, notify.TemplateVariable{Name: "image"})
+	if err := s.Validate(); err != nil {
+		t.Fatalf("a template with a placeholder image URL refused: %v", err)
+	}
+	if _, err := s.Render(map[string]any{"name": "Tom", "order_id": "A1", "image": "https://cdn.example.com/a1.png"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Render(map[string]any{"name": "Tom", "order_id": "A1", "image": "a1.png"})
+	wantField(t, err, "template.data")
+	push.ImageURL = "a1.png"
+	s.Channels[notify.ChannelPush] = push
+	wantField(t, s.Validate(), "channels.push.image_url")
+}
+
 func TestTemplatePreviewReportsMissingByField(t *testing.T) {
 	s := orderTemplate()
 	p := s.Preview(map[string]any{"name": "Tom"})
