@@ -26,7 +26,8 @@ type DB struct {
 	group txGroup // Tx's group commit
 
 	// ckpt is the checkpointer's own connection: the writer never checkpoints (its
-	// wal_autocheckpoint is 0), so no commit waits while the WAL is copied into the database.
+	// wal_autocheckpoint is 0), so no commit waits while the WAL is copied into the database —
+	// but for the last frames before the WAL is truncated (truncateWAL).
 	ckpt          *sql.DB
 	restartFrames int // past this many frames in the WAL, the checkpointer truncates it
 	stopCkpt      chan struct{}
