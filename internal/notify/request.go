@@ -225,10 +225,9 @@ func (r *SendRequest) Validate(now time.Time) error {
 }
 
 // checkImageURL requires an image URL to be absolute http(s): FCM refuses anything else, and a
-// device or browser could not fetch it. A template's URL is checked once its placeholders are
-// filled, so one that still holds "{{" is left to the rendered content's check.
+// device or browser could not fetch it.
 func checkImageURL(field, s string) error {
-	if s == "" || strings.Contains(s, "{{") {
+	if s == "" {
 		return nil
 	}
 	u, err := url.Parse(s)

@@ -73,7 +73,8 @@ func TestSendRequestImageURL(t *testing.T) {
 		"/images/a.png":                        "content.image_url",
 		"ftp://cdn.example.com/a.png":          "content.image_url",
 		"https:///a.png":                       "content.image_url",
-		"https://cdn.example.com/{{sku}}.png":  "", // a template's, checked once rendered
+		"https://cdn.example.com/{{sku}}.png":  "",                  // braces are path characters to a URL
+		"{{image}}":                            "content.image_url", // a request is not a template: nothing fills it
 	} {
 		r := validRequest()
 		r.Content.ImageURL = url

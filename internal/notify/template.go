@@ -187,7 +187,11 @@ func (t *TemplateSpec) Validate() error {
 	}
 	size := 0
 	for _, s := range t.sections() {
-		if err := validateContent(s.prefix, s.c); err != nil {
+		src := s.c
+		if strings.Contains(src.ImageURL, "{{") {
+			src.ImageURL = "" // a URL made of placeholders is checked once rendered
+		}
+		if err := validateContent(s.prefix, src); err != nil {
 			return err
 		}
 		if s.channel == ChannelAlimTalk {
