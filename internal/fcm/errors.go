@@ -14,6 +14,10 @@ import (
 	"herald/internal/notify"
 )
 
+// errRefused marks an error the SDK returned for a message before making any request for it:
+// its checks of the payload refused it (sendChunk tells that from a failure after a request).
+var errRefused = errors.New("fcm: invalid message")
+
 // classify translates an error of the Admin SDK for one token into Herald's codes:
 //
 //	UNREGISTERED, SENDER_ID_MISMATCH            EDEADADDRESS (clean the token up)
@@ -63,7 +67,7 @@ func classify(err error, token string) error {
 		e.Code, e.Message = notify.EUNAVAILABLE, "fcm send interrupted"
 	case isNetError(err):
 		e.Code, e.Message = notify.EUNAVAILABLE, "fcm unreachable"
-	case strings.HasPrefix(err.Error(), "invalid message"):
+	case errors.Is(err, errRefused):
 		// The SDK validates the payload before sending (e.g. a malformed image URL).
 		e.Code, e.Message = notify.EREJECTED, "fcm: invalid message"
 	default:

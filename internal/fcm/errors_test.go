@@ -102,7 +102,7 @@ func TestClassify(t *testing.T) {
 		{"deadline", context.DeadlineExceeded, "t", notify.EUNAVAILABLE, 0},
 		{"canceled", fmt.Errorf("acquire: %w", context.Canceled), "t", notify.EUNAVAILABLE, 0},
 		{"network", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, "t", notify.EUNAVAILABLE, 0},
-		{"sdk validation", errors.New(`invalid message at index 0: invalid image URL: "::"`), "t", notify.EREJECTED, 0},
+		{"sdk validation", fmt.Errorf("%w: %w", errRefused, errors.New(`invalid image URL: "::"`)), "t", notify.EREJECTED, 0},
 		{"anything else", errors.New("boom"), "t", notify.EINTERNAL, 0},
 	}
 	for _, tt := range tests {

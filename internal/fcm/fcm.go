@@ -280,9 +280,8 @@ func sendChunk(ctx context.Context, client *messaging.Client, tmpl *messaging.Me
 		id, err := client.Send(context.WithValue(ctx, sentKey{}, sent), &m)
 		if err != nil {
 			if !sent.Load() && ctx.Err() == nil {
-				// The SDK refused the payload before any request (a malformed image URL, say):
-				// SendEachForMulticast reports that for the whole call as an invalid message.
-				err = fmt.Errorf("invalid message: %w", err)
+				// The SDK refused the payload before any request (a malformed image URL, say).
+				err = fmt.Errorf("%w: %w", errRefused, err)
 			}
 			results[i].Err = classify(err, msgs[i].Address)
 			return
