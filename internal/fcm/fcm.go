@@ -270,8 +270,8 @@ func (s *Sender) Send(ctx context.Context, msgs []notify.OutboundMessage) ([]not
 // results. Each token is one request, as in the SDK's SendEachForMulticast, which calls the same
 // Send for each; but that call starts all 50 of its workers whatever the batch, so a single push
 // paid for 49 goroutines with nothing to do (3 % of a stream of single sends' CPU went to
-// starting goroutines). Here a chunk runs no more workers than it has tokens, and a single
-// token none.
+// starting goroutines). Here notify.Concurrently runs no more workers than a chunk has tokens,
+// and for a single token none.
 func sendChunk(ctx context.Context, client *messaging.Client, tmpl *messaging.Message, msgs []notify.OutboundMessage, idx []int, results []notify.SendResult) {
 	sendOne := func(i int) {
 		m := *tmpl // the payload's parts are shared, as SendEachForMulticast shares them
@@ -288,20 +288,10 @@ func sendChunk(ctx context.Context, client *messaging.Client, tmpl *messaging.Me
 		}
 		results[i].ProviderMessageID = id
 	}
-	if len(idx) == 1 {
-		sendOne(idx[0])
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(len(idx), sdkWorkers) {
-		wg.Go(func() {
-			for j := int(next.Add(1)) - 1; j < len(idx); j = int(next.Add(1)) - 1 {
-				sendOne(idx[j])
-			}
-		})
-	}
-	wg.Wait()
+	notify.Concurrently(len(idx), sdkWorkers, func(j int) error {
+		sendOne(idx[j])
+		return nil
+	})
 }
 
 // sentKey keys the flag that tells a send whether the SDK made a request for it: an error

@@ -1,9 +1,13 @@
 package notify
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Concurrently calls fn(i) for every i in [0, n), at most limit calls at once (all at once when
-// limit ≤ 0), and returns each call's error at its index. It waits for every call.
+// limit ≤ 0), and returns each call's error at its index. It waits for every call. A single
+// call runs on the caller's goroutine; otherwise min(n, limit) goroutines each take the next i.
 func Concurrently(n, limit int, fn func(i int) error) []error {
 	errs := make([]error, n)
 	if n == 1 {
@@ -13,14 +17,14 @@ func Concurrently(n, limit int, fn func(i int) error) []error {
 	if limit <= 0 || limit > n {
 		limit = n
 	}
-	slots := make(chan struct{}, limit)
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for i := range n {
-		slots <- struct{}{}
+	for range limit {
 		wg.Go(func() {
-			defer func() { <-slots }()
 			growStack()
-			errs[i] = fn(i)
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				errs[i] = fn(i)
+			}
 		})
 	}
 	wg.Wait()
@@ -30,7 +34,7 @@ func Concurrently(n, limit int, fn func(i int) error) []error {
 // growStack grows the calling goroutine's stack to 32 KiB in one step. A goroutine starts with
 // 2 KiB and doubles its stack whenever a call needs more, copying it and adjusting every frame
 // on it; a stage's work for one message (SQLite's statement engine, the JSON decoder) needs
-// tens of KiB, so each goroutine started per message paid three or four copies of ever fuller
+// tens of KiB, so each goroutine started for it paid three or four copies of ever fuller
 // stacks — 4 % of the CPU of a stream of single sends. Grown while nearly empty, it is copied
 // once, cheaply.
 //
