@@ -55,7 +55,7 @@ the same sandbox in the same run. Needs no running server; takes the machine's c
 	perNotification := fs.Int("per-notification", 10000, "recipients per notification (≤ 10,000)")
 	inFlight := fs.Int("raw-batches", 2, "500-token multicasts in flight for the raw SDK run")
 	sendWorkers := fs.Int("send-workers", 4, "send workers of the pipeline in every run (each lane's send max_concurrency for the run)")
-	cpuProfile := fs.String("cpuprofile", "", "write CPU profiles of the last round to this file name plus .realtime and .bulk (each lane's pipeline run) and .raw-realtime and .raw-bulk (the raw SDK run before it)")
+	cpuProfile := fs.String("cpuprofile", "", "write CPU profiles of the last round to this file name plus .realtime and .bulk (each lane's pipeline run) and .raw-realtime and .raw-bulk (the raw SDK run before it), and allocation profiles of each run at its start and end (.allocs-base, .allocs)")
 	rounds := fs.Int("rounds", 3, "rounds of a raw SDK run then a pipeline run for each lane; each efficiency is against the raw run just before it, and the median is the figure")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
@@ -130,10 +130,31 @@ func startProfile(run string) (stop func(), err error) {
 		f.Close()
 		return nil, err
 	}
+	if err := writeAllocs(profile + "." + run + ".allocs-base"); err != nil {
+		pprof.StopCPUProfile()
+		f.Close()
+		return nil, err
+	}
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		_ = writeAllocs(profile + "." + run + ".allocs")
 	}, nil
+}
+
+// writeAllocs writes the allocation profile so far (sampled, cumulative since the process
+// started) to name: a run's own allocations are its .allocs less its .allocs-base
+// (`go tool pprof -sample_index=alloc_space -diff_base F.allocs-base F.allocs`).
+func writeAllocs(name string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // benchRun is one run's figures: pushes per second, wall time, and the process's CPU time

@@ -385,7 +385,7 @@ func (p *probeRun) settle(url string, limit time.Duration) error {
 // startBenchRuntime starts the local runtime on cfg in a temporary directory, with the sandbox
 // recording in memory and no log, on top of opts; stop shuts it down and removes the directory.
 func startBenchRuntime(cfg *config.Config, opts local.Options) (r *local.Runtime, stop func(), err error) {
-	dir, err := os.MkdirTemp("", "herald-bench-")
+	dir, removeDir, err := benchTempDir("herald-bench-")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -395,14 +395,14 @@ func startBenchRuntime(cfg *config.Config, opts local.Options) (r *local.Runtime
 	if name := os.Getenv("HERALD_BENCH_LOG"); name != "" { // the runtime's log, appended run after run
 		f, err := os.OpenFile(name, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
-			os.RemoveAll(dir)
+			removeDir()
 			return nil, nil, fmt.Errorf("HERALD_BENCH_LOG: %w", err)
 		}
 		opts.Logger, logFile = slog.New(slog.NewJSONHandler(f, nil)), f
 	}
 	if r, err = local.Start(context.Background(), opts); err != nil {
 		logFile.Close()
-		os.RemoveAll(dir)
+		removeDir()
 		return nil, nil, err
 	}
 	return r, func() {
@@ -410,6 +410,6 @@ func startBenchRuntime(cfg *config.Config, opts local.Options) (r *local.Runtime
 		defer cancel()
 		_ = r.Shutdown(ctx)
 		logFile.Close()
-		os.RemoveAll(dir)
+		removeDir()
 	}, nil
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -37,11 +36,11 @@ in use during the export. Loading the rows comes first and is not timed.`)
 	if *rows < 1 {
 		return usagef(fs, "--rows must be at least 1")
 	}
-	dir, err := os.MkdirTemp("", "herald-bench-export-")
+	dir, removeDir, err := benchTempDir("herald-bench-export-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer removeDir()
 	db, err := sqlite.Open(filepath.Join(dir, "store.db"))
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -37,8 +38,9 @@ const DefaultMaxConcurrency = 100
 // fixes for each of its calls.
 const sdkWorkers = 50
 
-// requestTimeout bounds one HTTP request of the sender's own client.
-const requestTimeout = 30 * time.Second
+// requestTimeout bounds one HTTP request (each attempt of the SDK's retries) of the sender's own
+// client, from sending it to reading its body. A variable for tests.
+var requestTimeout = 30 * time.Second
 
 // scopes are what FCM HTTP v1 needs of a service account.
 var scopes = []string{
@@ -129,6 +131,7 @@ func New(ctx context.Context, cfg Config) (*Sender, error) {
 	s.inFlight = semaphore.NewWeighted(int64(s.maxInFlight))
 
 	hc := cfg.HTTPClient
+	var timeout time.Duration // a request's own, for the sender's client; a caller's client has its own
 	if hc == nil {
 		// http.DefaultTransport's settings, with an idle pool that holds every connection the
 		// in-flight bound can open.
@@ -142,7 +145,11 @@ func New(ctx context.Context, cfg Config) (*Sender, error) {
 			TLSHandshakeTimeout:   10 * time.Second,
 			ExpectContinueTimeout: time.Second,
 		}
-		hc = &http.Client{Transport: s.transport, Timeout: requestTimeout}
+		// No http.Client.Timeout: behind a transport of its own (markingTransport, the
+		// credentials' one) it costs a goroutine, a timer and a channel per request. The
+		// deadline is the request's context's instead (markingTransport).
+		hc = &http.Client{Transport: s.transport}
+		timeout = requestTimeout
 	}
 	for name, a := range cfg.Apps {
 		client, err := appHTTPClient(ctx, hc, a)
@@ -150,7 +157,7 @@ func New(ctx context.Context, cfg Config) (*Sender, error) {
 			_ = s.Close()
 			return nil, fmt.Errorf("fcm: app %q: credentials: %w", name, err)
 		}
-		opts := []option.ClientOption{option.WithHTTPClient(markingRequests(client))}
+		opts := []option.ClientOption{option.WithHTTPClient(markingRequests(client, timeout))}
 		if a.Endpoint != "" {
 			opts = append(opts, option.WithEndpoint(a.Endpoint))
 		}
@@ -298,23 +305,50 @@ func sendChunk(ctx context.Context, client *messaging.Client, tmpl *messaging.Me
 // without one is the SDK refusing the message, where an error after one may follow a delivery.
 type sentKey struct{}
 
-// markingRequests returns hc with every request setting its context's sentKey flag.
-func markingRequests(hc *http.Client) *http.Client {
+// markingRequests returns hc with every request setting its context's sentKey flag and, when
+// timeout is positive, bounded by it.
+func markingRequests(hc *http.Client, timeout time.Duration) *http.Client {
 	c := *hc
 	if c.Transport == nil {
 		c.Transport = http.DefaultTransport
 	}
-	c.Transport = markingTransport{c.Transport}
+	c.Transport = markingTransport{base: c.Transport, timeout: timeout}
 	return &c
 }
 
-type markingTransport struct{ base http.RoundTripper }
+type markingTransport struct {
+	base    http.RoundTripper
+	timeout time.Duration // from the request until its body is closed; none if zero
+}
 
 func (t markingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if sent, ok := r.Context().Value(sentKey{}).(*atomic.Bool); ok {
 		sent.Store(true)
 	}
-	return t.base.RoundTrip(r)
+	if t.timeout <= 0 {
+		return t.base.RoundTrip(r)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), t.timeout)
+	resp, err := t.base.RoundTrip(r.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{resp.Body, cancel}
+	return resp, nil
+}
+
+// cancelOnClose is a response body whose request's context ends when it is closed: the
+// deadline covers reading it too.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // groupByPayload returns the indices of msgs grouped by identical resolved payload (and app), in

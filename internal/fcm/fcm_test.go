@@ -324,3 +324,46 @@ func TestSendUnreadableAnswerIsNotARefusal(t *testing.T) {
 		t.Errorf("%d requests, want 1 (none for the refused payload)", n)
 	}
 }
+
+// Each request of the sender's own client has its own deadline, headers and body alike: a
+// request the server leaves hanging is given up after requestTimeout, and the SDK's retry
+// sends it again well before the caller's deadline.
+func TestSendRequestTimeout(t *testing.T) {
+	defer func(d time.Duration) { requestTimeout = d }(requestTimeout)
+	requestTimeout = 100 * time.Millisecond
+	for _, stall := range []string{"headers", "body"} {
+		t.Run(stall, func(t *testing.T) {
+			var requests atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				requests.Add(1)
+				_, _ = io.Copy(io.Discard, r.Body) // then the server sees the client close the connection
+				if stall == "body" {
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = io.WriteString(w, `{"name":`)
+					w.(http.Flusher).Flush()
+				}
+				select {
+				case <-r.Context().Done(): // the client gave up on it
+				case <-time.After(3 * time.Second):
+					t.Errorf("request %s still open after 3 s", r.URL.Path)
+				}
+			}))
+			t.Cleanup(srv.Close)
+			s, err := New(context.Background(), Config{Apps: map[string]App{"default": {ProjectID: project, Endpoint: srv.URL + "/v1"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancel()
+			res, err := s.Send(ctx, []notify.OutboundMessage{msg("d0", "tok-a-0000000000", notify.Content{Body: "b"})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCode(t, res[0], notify.EUNAVAILABLE)
+			if n := requests.Load(); n < 2 {
+				t.Errorf("%d requests before the caller's deadline, want the first given up and retried", n)
+			}
+		})
+	}
+}
