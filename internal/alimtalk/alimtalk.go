@@ -44,7 +44,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -110,7 +109,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("alimtalk: From %q is not a Korean phone number", c.From))
 	}
 	if c.BaseURL != "" {
-		if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !notify.IsHTTPURL(c.BaseURL) {
 			errs = append(errs, fmt.Errorf("alimtalk: BaseURL %q is not an http(s) URL", c.BaseURL))
 		}
 	}

@@ -587,7 +587,7 @@ func (c *Config) Validate() error {
 			bad("providers.alimtalk.fallback", "%q is not a fallback (want sms or none)", a.Fallback)
 		}
 		if a.BaseURL != "" {
-			if u, err := url.Parse(a.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			if !notify.IsHTTPURL(a.BaseURL) {
 				bad("providers.alimtalk.base_url", "%q is not an http(s) URL", a.BaseURL)
 			}
 		}
@@ -597,7 +597,7 @@ func (c *Config) Validate() error {
 			bad("alerts.slack.webhook_url", "set webhook_url or webhook_url_secret, not both")
 		}
 		if s.WebhookURL != "" {
-			if u, err := url.Parse(s.WebhookURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			if !notify.IsHTTPURL(s.WebhookURL) {
 				bad("alerts.slack.webhook_url", "is not an http(s) URL")
 			}
 		}

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,7 +91,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("fcm: app %q: project id is required", name))
 		}
 		if a.Endpoint != "" {
-			if u, err := url.Parse(a.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			if !notify.IsHTTPURL(a.Endpoint) {
 				errs = append(errs, fmt.Errorf("fcm: app %q: endpoint %q is not an http(s) URL", name, a.Endpoint))
 			}
 		}

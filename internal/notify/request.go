@@ -230,11 +230,17 @@ func checkImageURL(field, s string) error {
 	if s == "" {
 		return nil
 	}
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+	if !IsHTTPURL(s) {
 		return FieldError(field, "not an absolute http(s) URL")
 	}
 	return nil
+}
+
+// IsHTTPURL tells whether s is an absolute http or https URL with a host: what a provider's
+// endpoint, a webhook or an image URL must be.
+func IsHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
 }
 
 // ValidateContent checks one content variant (field is "content", "channel_content.push",

@@ -151,3 +151,20 @@ func TestQuietHoursStartEqualsEnd(t *testing.T) {
 		t.Errorf("a disabled policy is not checked: %v", err)
 	}
 }
+
+func TestIsHTTPURL(t *testing.T) {
+	for s, want := range map[string]bool{
+		"https://cdn.example.com/a.png": true,
+		"http://127.0.0.1:9411/v1":      true,
+		"ftp://example.com/a":           false,
+		"/relative/a.png":               false,
+		"https://":                      false,
+		"not a url":                     false,
+		"":                              false,
+		"https://exa mple.com":          false,
+	} {
+		if got := notify.IsHTTPURL(s); got != want {
+			t.Errorf("IsHTTPURL(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

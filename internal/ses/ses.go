@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/mail"
-	"net/url"
 	"os"
 	"time"
 
@@ -64,7 +63,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("ses: From %q is not an email address", c.From))
 	}
 	if c.Endpoint != "" {
-		if u, err := url.Parse(c.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !notify.IsHTTPURL(c.Endpoint) {
 			errs = append(errs, fmt.Errorf("ses: Endpoint %q is not an http(s) URL", c.Endpoint))
 		}
 	}

@@ -80,7 +80,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("twilio: MessagingServiceSID must be a messaging service SID (MG…)"))
 	}
 	if c.BaseURL != "" {
-		if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !notify.IsHTTPURL(c.BaseURL) {
 			errs = append(errs, fmt.Errorf("twilio: BaseURL %q is not an http(s) URL", c.BaseURL))
 		}
 	}
