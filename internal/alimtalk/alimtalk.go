@@ -108,10 +108,8 @@ func (c Config) Validate() error {
 	if c.From != "" && !isKoreanNumber(c.From) {
 		errs = append(errs, fmt.Errorf("alimtalk: From %q is not a Korean phone number", c.From))
 	}
-	if c.BaseURL != "" {
-		if !notify.IsHTTPURL(c.BaseURL) {
-			errs = append(errs, fmt.Errorf("alimtalk: BaseURL %q is not an http(s) URL", c.BaseURL))
-		}
+	if c.BaseURL != "" && !notify.IsHTTPURL(c.BaseURL) {
+		errs = append(errs, fmt.Errorf("alimtalk: BaseURL %q is not an http(s) URL", c.BaseURL))
 	}
 	if c.MaxConcurrency < 0 {
 		errs = append(errs, errors.New("alimtalk: MaxConcurrency must not be negative"))

@@ -586,20 +586,16 @@ func (c *Config) Validate() error {
 		default:
 			bad("providers.alimtalk.fallback", "%q is not a fallback (want sms or none)", a.Fallback)
 		}
-		if a.BaseURL != "" {
-			if !notify.IsHTTPURL(a.BaseURL) {
-				bad("providers.alimtalk.base_url", "%q is not an http(s) URL", a.BaseURL)
-			}
+		if a.BaseURL != "" && !notify.IsHTTPURL(a.BaseURL) {
+			bad("providers.alimtalk.base_url", "%q is not an http(s) URL", a.BaseURL)
 		}
 	}
 	if s := c.Alerts.Slack; s.WebhookURL != "" || s.ConsoleURL != "" || s.WebhookURLSecret != "" {
 		if s.WebhookURL != "" && s.WebhookURLSecret != "" {
 			bad("alerts.slack.webhook_url", "set webhook_url or webhook_url_secret, not both")
 		}
-		if s.WebhookURL != "" {
-			if !notify.IsHTTPURL(s.WebhookURL) {
-				bad("alerts.slack.webhook_url", "is not an http(s) URL")
-			}
+		if s.WebhookURL != "" && !notify.IsHTTPURL(s.WebhookURL) {
+			bad("alerts.slack.webhook_url", "is not an http(s) URL")
 		}
 		if s.ConsoleURL != "" {
 			if u, err := url.Parse(s.ConsoleURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {

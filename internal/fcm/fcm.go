@@ -90,10 +90,8 @@ func (c Config) Validate() error {
 		if a.ProjectID == "" {
 			errs = append(errs, fmt.Errorf("fcm: app %q: project id is required", name))
 		}
-		if a.Endpoint != "" {
-			if !notify.IsHTTPURL(a.Endpoint) {
-				errs = append(errs, fmt.Errorf("fcm: app %q: endpoint %q is not an http(s) URL", name, a.Endpoint))
-			}
+		if a.Endpoint != "" && !notify.IsHTTPURL(a.Endpoint) {
+			errs = append(errs, fmt.Errorf("fcm: app %q: endpoint %q is not an http(s) URL", name, a.Endpoint))
 		}
 	}
 	if c.MaxConcurrency < 0 {

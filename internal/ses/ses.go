@@ -62,10 +62,8 @@ func (c Config) Validate() error {
 	} else if _, err := mail.ParseAddress(c.From); err != nil {
 		errs = append(errs, fmt.Errorf("ses: From %q is not an email address", c.From))
 	}
-	if c.Endpoint != "" {
-		if !notify.IsHTTPURL(c.Endpoint) {
-			errs = append(errs, fmt.Errorf("ses: Endpoint %q is not an http(s) URL", c.Endpoint))
-		}
+	if c.Endpoint != "" && !notify.IsHTTPURL(c.Endpoint) {
+		errs = append(errs, fmt.Errorf("ses: Endpoint %q is not an http(s) URL", c.Endpoint))
 	}
 	if c.MaxConcurrency < 0 {
 		errs = append(errs, errors.New("ses: MaxConcurrency must not be negative"))

@@ -79,10 +79,8 @@ func (c Config) Validate() error {
 	if c.MessagingServiceSID != "" && !strings.HasPrefix(c.MessagingServiceSID, "MG") {
 		errs = append(errs, errors.New("twilio: MessagingServiceSID must be a messaging service SID (MG…)"))
 	}
-	if c.BaseURL != "" {
-		if !notify.IsHTTPURL(c.BaseURL) {
-			errs = append(errs, fmt.Errorf("twilio: BaseURL %q is not an http(s) URL", c.BaseURL))
-		}
+	if c.BaseURL != "" && !notify.IsHTTPURL(c.BaseURL) {
+		errs = append(errs, fmt.Errorf("twilio: BaseURL %q is not an http(s) URL", c.BaseURL))
 	}
 	if c.MaxConcurrency < 0 {
 		errs = append(errs, errors.New("twilio: MaxConcurrency must not be negative"))
