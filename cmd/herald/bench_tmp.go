@@ -5,6 +5,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // benchDirs are the temporary directories the running bench holds (stores, queues, files of
@@ -51,11 +52,25 @@ func removeBenchDirsOn(sig <-chan os.Signal) {
 	s := <-sig
 	benchDirs.Lock() // held until exit: no directory is created or released meanwhile
 	for dir := range benchDirs.dirs {
-		os.RemoveAll(dir)
+		removeWhileWritten(dir)
 	}
 	code := 1
 	if n, ok := s.(syscall.Signal); ok {
 		code = 128 + int(n)
 	}
 	os.Exit(code)
+}
+
+// removeWhileWritten removes dir while the runtime may still be creating files in it (a
+// database's WAL, a queue opening): os.RemoveAll fails when a file appears between its listing
+// and its last rmdir, so it is tried again, a few times, until the directory is gone.
+func removeWhileWritten(dir string) {
+	for range 50 {
+		if os.RemoveAll(dir) == nil {
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -149,6 +149,7 @@ type hook struct {
 	mu     sync.Mutex
 	posts  []Message
 	status int
+	delay  time.Duration // before answering
 	hang   chan struct{} // when set, requests block until closed (or their context ends)
 }
 
@@ -169,6 +170,7 @@ func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	h.posts = append(h.posts, m)
 	h.mu.Unlock()
+	time.Sleep(h.delay)
 	if h.status != 0 {
 		http.Error(w, "no_service", h.status)
 		return
@@ -229,7 +231,9 @@ func TestNotifierNeverWaitsOnSlack(t *testing.T) {
 		name string
 		h    *hook
 	}{
-		{"500", &hook{status: http.StatusInternalServerError}},
+		// Each 500 takes 100 ms: 20 emits within the second the test allows them cannot all
+		// wait in a backlog of 2 behind one post, however slowly this machine runs the loop.
+		{"500", &hook{status: http.StatusInternalServerError, delay: 100 * time.Millisecond}},
 		{"hangs", &hook{hang: make(chan struct{})}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
