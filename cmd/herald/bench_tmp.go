@@ -14,9 +14,15 @@ import (
 // runs could fill the disk.
 var benchDirs struct {
 	sync.Mutex
-	dirs  map[string]bool
-	armed bool
+	dirs map[string]bool
 }
+
+// watchSignals starts removeBenchDirsOn, once, with the first directory.
+var watchSignals = sync.OnceFunc(func() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go removeBenchDirsOn(sig)
+})
 
 // benchTempDir creates a temporary directory (os.MkdirTemp's pattern) that an interrupt or a
 // SIGTERM removes before the process exits; release removes it and forgets it.
@@ -30,13 +36,8 @@ func benchTempDir(pattern string) (dir string, release func(), err error) {
 		benchDirs.dirs = map[string]bool{}
 	}
 	benchDirs.dirs[dir] = true
-	if !benchDirs.armed {
-		benchDirs.armed = true
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-		go removeBenchDirsOn(sig)
-	}
 	benchDirs.Unlock()
+	watchSignals()
 	return dir, func() {
 		benchDirs.Lock()
 		delete(benchDirs.dirs, dir)

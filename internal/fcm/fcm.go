@@ -313,6 +313,9 @@ func markingRequests(hc *http.Client, timeout time.Duration) *http.Client {
 	return &c
 }
 
+// markingTransport is the sender's transport over the HTTP client's: it sets each request's
+// sentKey flag and, with a timeout, gives the request (each attempt of the SDK's retries) a
+// deadline of its own — what http.Client.Timeout would, without its goroutine per request.
 type markingTransport struct {
 	base    http.RoundTripper
 	timeout time.Duration // from the request until its body is closed; none if zero

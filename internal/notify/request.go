@@ -227,10 +227,7 @@ func (r *SendRequest) Validate(now time.Time) error {
 // checkImageURL requires an image URL to be absolute http(s): FCM refuses anything else, and a
 // device or browser could not fetch it.
 func checkImageURL(field, s string) error {
-	if s == "" {
-		return nil
-	}
-	if !IsHTTPURL(s) {
+	if s != "" && !IsHTTPURL(s) {
 		return FieldError(field, "not an absolute http(s) URL")
 	}
 	return nil
