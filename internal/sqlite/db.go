@@ -6,6 +6,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -140,7 +141,9 @@ func (db *DB) checkpointer() {
 // but those frames, but a WAL rewinds only once none is left to copy, which a writer that keeps
 // appending never allows. Holding the writer's one connection stops every write meanwhile, the
 // grouped and the single ones. Readers still in the WAL are waited for walWait at most; past
-// it, a later tick truncates the WAL.
+// it, a later tick truncates the WAL. The writer's own lock wait (busyTimeout) is restored
+// after; if it cannot be, the connection is discarded and the pool opens a new one from the
+// DSN, rather than leave the writer giving up on a lock after walWait.
 func (db *DB) truncateWAL() {
 	ctx := context.Background()
 	conn, err := db.W.Conn(ctx)
@@ -149,10 +152,18 @@ func (db *DB) truncateWAL() {
 	}
 	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout = %d`, walWait.Milliseconds())); err != nil {
+		discard(conn)
 		return
 	}
-	defer conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout = %d`, busyTimeout.Milliseconds()))
 	_, _ = conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`) // busy or failed: a later tick tries again
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout = %d`, busyTimeout.Milliseconds())); err != nil {
+		discard(conn)
+	}
+}
+
+// discard closes conn instead of returning it to its pool.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 }
 
 // Close stops the checkpointer and closes the pools.

@@ -147,4 +147,12 @@ func TestCheckpointerBoundsTheWALUnderSustainedWrites(t *testing.T) {
 	if shrinks < 2 || largest > written {
 		t.Fatalf("the WAL grew to %d bytes for %d written, truncated %d times", largest, written, shrinks)
 	}
+	// The truncation waits walWait for readers; the writer's own wait is restored after it.
+	var wait int
+	if err := db.W.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&wait); err != nil {
+		t.Fatal(err)
+	}
+	if wait != int(busyTimeout.Milliseconds()) {
+		t.Fatalf("the writer's busy_timeout is %d ms after truncating, want %d", wait, busyTimeout.Milliseconds())
+	}
 }
