@@ -258,6 +258,12 @@ func (s *Store) SaveCursor(ctx context.Context, id string, expected, next notify
 	if err != nil {
 		return fmt.Errorf("sqlite: save cursor of %s: encode: %w", id, err)
 	}
+	// The whole pages are encoded before the transaction: the store has one writer, which a
+	// real-time send waits for while a page of the audience is stored.
+	head, pages, err := recipientPages(expected.Members, recipients)
+	if err != nil {
+		return fmt.Errorf("sqlite: save cursor of %s: encode recipients: %w", id, err)
+	}
 	now := nanosOf(s.now())
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
 		var (
@@ -282,7 +288,7 @@ func (s *Store) SaveCursor(ctx context.Context, id string, expected, next notify
 			return notify.Errorf(notify.ECONFLICT, "cursor moved (members %d, expected %d)", cur.Members, expected.Members)
 		}
 		if len(recipients) > 0 {
-			if err := s.appendRecipients(ctx, tx, id, expected.Members, recipients); err != nil {
+			if err := s.appendRecipients(ctx, tx, id, expected.Members, head, pages, len(recipients)); err != nil {
 				return err
 			}
 		}
@@ -295,9 +301,27 @@ func (s *Store) SaveCursor(ctx context.Context, id string, expected, next notify
 	return nil
 }
 
-// appendRecipients writes rs at positions from… of notification id, filling the last partial
-// page first, and moves the document's RecipientCount to match.
-func (s *Store) appendRecipients(ctx context.Context, tx *sql.Tx, id string, from int, rs []notify.Recipient) error {
+// recipientPages splits rs, to be stored from position from on, into head, the recipients that
+// fill the page already begun there (none when from starts a page), and the whole pages after
+// it, encoded.
+func recipientPages(from int, rs []notify.Recipient) (head []notify.Recipient, pages [][]byte, err error) {
+	k := min((recipientPage-from%recipientPage)%recipientPage, len(rs))
+	head, rs = rs[:k], rs[k:]
+	for len(rs) > 0 {
+		k := min(recipientPage, len(rs))
+		b, err := json.Marshal(rs[:k])
+		if err != nil {
+			return nil, nil, err
+		}
+		pages, rs = append(pages, b), rs[k:]
+	}
+	return head, pages, nil
+}
+
+// appendRecipients writes count recipients at positions from… of notification id — head into
+// the page begun there, then the encoded pages (recipientPages) — and moves the document's
+// RecipientCount to match.
+func (s *Store) appendRecipients(ctx context.Context, tx *sql.Tx, id string, from int, head []notify.Recipient, pages [][]byte, count int) error {
 	var doc []byte
 	if err := tx.QueryRowContext(ctx, `SELECT doc FROM notifications WHERE id = ?`, id).Scan(&doc); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -313,32 +337,36 @@ func (s *Store) appendRecipients(ctx context.Context, tx *sql.Tx, id string, fro
 		return notify.Errorf(notify.ECONFLICT, "notification has %d recipients, cursor says %d", n.RecipientCount, from)
 	}
 	page := from / recipientPage
-	var cur []notify.Recipient
-	if from%recipientPage != 0 {
+	put := func(b []byte) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO notification_recipients (notification_id, page, doc) VALUES (?, ?, ?)
+			ON CONFLICT (notification_id, page) DO UPDATE SET doc = excluded.doc`, id, page, b)
+		page++
+		return err
+	}
+	if len(head) > 0 {
 		var b []byte
 		if err := tx.QueryRowContext(ctx, `SELECT doc FROM notification_recipients WHERE notification_id = ? AND page = ?`,
 			id, page).Scan(&b); err != nil {
 			return fmt.Errorf("read recipient page %d: %w", page, err)
 		}
+		var cur []notify.Recipient
 		if err := json.Unmarshal(b, &cur); err != nil {
 			return fmt.Errorf("decode recipient page %d: %w", page, err)
 		}
-	}
-	for len(rs) > 0 {
-		k := min(recipientPage-len(cur), len(rs))
-		cur = append(cur, rs[:k]...)
-		rs = rs[k:]
-		b, err := json.Marshal(cur)
+		b, err := json.Marshal(append(cur, head...))
 		if err != nil {
 			return fmt.Errorf("encode recipients: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO notification_recipients (notification_id, page, doc) VALUES (?, ?, ?)
-			ON CONFLICT (notification_id, page) DO UPDATE SET doc = excluded.doc`, id, page, b); err != nil {
+		if err := put(b); err != nil {
 			return err
 		}
-		n.RecipientCount += k
-		page, cur = page+1, nil
 	}
+	for _, b := range pages {
+		if err := put(b); err != nil {
+			return err
+		}
+	}
+	n.RecipientCount += count
 	body, err := json.Marshal(&n)
 	if err != nil {
 		return fmt.Errorf("encode notification: %w", err)

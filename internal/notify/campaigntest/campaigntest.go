@@ -191,8 +191,9 @@ var cases = []campaignCase{
 		ctx := t.Context()
 		c := mustCreate(t, s, newCampaign("c_save"))
 		cur := c.Cursor
-		// 700 then 300 then 1: crosses the adapters' recipient page boundaries at odd offsets.
-		for _, k := range []struct{ from, n int }{{0, 700}, {700, 300}, {1000, 1}} {
+		// 700, 300, 1 then 1,200: crosses the adapters' recipient page boundaries at odd offsets,
+		// the last one filling a page begun before it and writing whole ones after.
+		for _, k := range []struct{ from, n int }{{0, 700}, {700, 300}, {1000, 1}, {1001, 1200}} {
 			next := cur.Clone()
 			next.Sources[0].LastSeq = int64(k.from + k.n)
 			next.Members = k.from + k.n
@@ -201,17 +202,17 @@ var cases = []campaignCase{
 		}
 		got, err := s.GetCampaign(ctx, c.ID)
 		noErr(t, err)
-		if !got.Cursor.Equal(cur) || got.Progress.Members != 1001 {
+		if !got.Cursor.Equal(cur) || got.Progress.Members != 2201 {
 			t.Fatalf("cursor = %+v progress %+v, want %+v", got.Cursor, got.Progress, cur)
 		}
 		n, err := s.GetNotification(ctx, c.ID)
 		noErr(t, err)
-		if n.RecipientCount != 1001 {
-			t.Fatalf("RecipientCount = %d, want 1001", n.RecipientCount)
+		if n.RecipientCount != 2201 {
+			t.Fatalf("RecipientCount = %d, want 2201", n.RecipientCount)
 		}
-		rs, err := s.GetRecipients(ctx, c.ID, 0, 2000)
+		rs, err := s.GetRecipients(ctx, c.ID, 0, 3000)
 		noErr(t, err)
-		want := users("u", 0, 1001)
+		want := users("u", 0, 2201)
 		if len(rs) != len(want) {
 			t.Fatalf("GetRecipients returned %d, want %d", len(rs), len(want))
 		}
