@@ -76,7 +76,7 @@ CREATE TABLE IF NOT EXISTS queue_messages (
 	sent_at       INTEGER NOT NULL,           -- unix ms
 	visible_at    INTEGER NOT NULL,           -- unix ms; in the future while delayed or in flight
 	receive_count INTEGER NOT NULL DEFAULT 0,
-	receipt       INTEGER NOT NULL DEFAULT 0, -- random, odd, new on every receive; 0 = no valid receipt
+	receipt       INTEGER NOT NULL DEFAULT 0, -- random, odd, new on every receive; even (queueNoReceipt, or 0) = no valid receipt
 	source        TEXT    NOT NULL DEFAULT '' -- in a DLQ: the queue the message came from
 );
 CREATE INDEX IF NOT EXISTS queue_messages_ready ON queue_messages(queue, visible_at);
@@ -242,12 +242,12 @@ func queueInsertSQL(rows int) string {
 		return s.(string)
 	}
 	var b strings.Builder
-	b.WriteString("INSERT INTO queue_messages (id, queue, body, group_id, attributes, sent_at, visible_at) VALUES ")
+	b.WriteString("INSERT INTO queue_messages (id, queue, body, group_id, attributes, sent_at, visible_at, receipt) VALUES ")
 	for i := range rows {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?)")
+		b.WriteString("(?,?,?,?,?,?,?," + queueNoReceipt + ")")
 	}
 	s := b.String()
 	if cached {
@@ -277,11 +277,19 @@ func (q *Queue) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	return s.(*sql.Stmt), nil
 }
 
-// queueReceiveSQL claims the oldest visible messages. random()|1 is never 0, the value that
-// marks "no valid receipt".
+// queueNoReceipt is a row's receipt while no receive holds it: even, so no receipt handle
+// matches it (they are odd), and with bit 62 set, as every receipt has, so that SQLite stores
+// every receipt in the same 8 bytes. SQLite rewrites a row in place only when its size is
+// unchanged, and then writes only the pages whose bytes changed; a receipt that grew the row
+// from 0 to 8 bytes made the first receive of each message rewrite its whole body (a large
+// message's every overflow page, freed and written again) on the queue's one writer.
+const queueNoReceipt = "4611686018427387904" // 1 << 62
+
+// queueReceiveSQL claims the oldest visible messages, each with a new receipt: 61 random bits,
+// bit 62 set and odd (see queueNoReceipt).
 const queueReceiveSQL = `
 UPDATE queue_messages
-SET receive_count = receive_count + 1, visible_at = ?, receipt = random() | 1
+SET receive_count = receive_count + 1, visible_at = ?, receipt = (random() & 4611686018427387903) | 4611686018427387905
 WHERE seq IN (
 	SELECT seq FROM queue_messages
 	WHERE queue = ? AND visible_at <= ?
@@ -378,7 +386,7 @@ func (q *Queue) receiveOnce(ctx context.Context, st *queueState, max int, visibi
 				// shows how often the message was really delivered.
 				args := append([]any{st.dlq.cfg.Name, name, nowMs}, deadSeqs...)
 				if _, err := tx.ExecContext(ctx, `UPDATE queue_messages
-					SET queue = ?, source = ?, visible_at = ?, receive_count = receive_count - 1, receipt = 0
+					SET queue = ?, source = ?, visible_at = ?, receive_count = receive_count - 1, receipt = `+queueNoReceipt+`
 					WHERE seq IN (?`+strings.Repeat(",?", len(deadSeqs)-1)+`)`, args...); err != nil {
 					return err
 				}
@@ -607,7 +615,7 @@ func (q *Queue) Redrive(ctx context.Context, dlq string) (int, error) {
 				continue
 			}
 			res, err := tx.ExecContext(ctx, `UPDATE queue_messages
-				SET queue = ?, source = '', receive_count = 0, visible_at = ?, receipt = 0
+				SET queue = ?, source = '', receive_count = 0, visible_at = ?, receipt = `+queueNoReceipt+`
 				WHERE queue = ? AND source = ?`, target, nowMs, dlq, src)
 			if err != nil {
 				return err
@@ -696,7 +704,7 @@ func queueParseReceipt(h string) (seq, token int64, err error) {
 		if err == nil {
 			u, err = strconv.ParseUint(t, 16, 64)
 		}
-		if err == nil && u != 0 {
+		if err == nil && u&1 == 1 { // receipts are odd (queueNoReceipt)
 			return seq, int64(u), nil
 		}
 	}
