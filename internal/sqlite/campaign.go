@@ -308,12 +308,12 @@ func recipientPages(from int, rs []notify.Recipient) (head []notify.Recipient, p
 	k := min((recipientPage-from%recipientPage)%recipientPage, len(rs))
 	head, rs = rs[:k], rs[k:]
 	for len(rs) > 0 {
-		k := min(recipientPage, len(rs))
-		b, err := json.Marshal(rs[:k])
+		n := min(recipientPage, len(rs))
+		b, err := json.Marshal(rs[:n])
 		if err != nil {
 			return nil, nil, err
 		}
-		pages, rs = append(pages, b), rs[k:]
+		pages, rs = append(pages, b), rs[n:]
 	}
 	return head, pages, nil
 }
