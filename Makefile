@@ -67,6 +67,8 @@ bench: build tools ## print figures: single sends end to end (rates, backlog, ro
 	$(GO) test -run '^$$' -bench 'FCMSendOne' -benchtime 20000x ./internal/fcm/
 	@echo "==> storing deliveries: 100,000 in batches of 500 (the README's figures)"
 	$(GO) test -run '^$$' -bench 'Deliveries500|RecordBatch' -benchtime 200x ./internal/sqlite/
+	@echo "==> receiving large messages from the SQLite queue (the receive alone, µs/receive)"
+	$(GO) test -run '^$$' -bench 'QueueReceiveLarge' -benchtime 2000x ./internal/sqlite/
 
 # The binaries the end-to-end and emulator tests run, built once per `make test` for this host with
 # the settings `go vet` and `go test` compile with (no -trimpath, no CGO_ENABLED or GOARCH change:
