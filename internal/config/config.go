@@ -597,10 +597,9 @@ func (c *Config) Validate() error {
 		if s.WebhookURL != "" && !notify.IsHTTPURL(s.WebhookURL) {
 			bad("alerts.slack.webhook_url", "is not an http(s) URL")
 		}
-		if s.ConsoleURL != "" {
-			if u, err := url.Parse(s.ConsoleURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-				bad("alerts.slack.console_url", "%q is not an http(s) base URL", s.ConsoleURL)
-			}
+		// A base URL: the console's paths are appended to it, so no query or fragment.
+		if s.ConsoleURL != "" && (!notify.IsHTTPURL(s.ConsoleURL) || strings.ContainsAny(s.ConsoleURL, "?#")) {
+			bad("alerts.slack.console_url", "%q is not an http(s) base URL", s.ConsoleURL)
 		}
 	}
 	if !c.Sandbox {
