@@ -247,7 +247,7 @@ func queueInsertSQL(rows int) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?," + queueNoReceipt + ")")
+		b.WriteString("(?,?,?,?,?,?,?," + noReceiptSQL + ")")
 	}
 	s := b.String()
 	if cached {
@@ -283,13 +283,17 @@ func (q *Queue) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 // unchanged, and then writes only the pages whose bytes changed; a receipt that grew the row
 // from 0 to 8 bytes made the first receive of each message rewrite its whole body (a large
 // message's every overflow page, freed and written again) on the queue's one writer.
-const queueNoReceipt = "4611686018427387904" // 1 << 62
+const queueNoReceipt int64 = 1 << 62
+
+// noReceiptSQL is queueNoReceipt as an SQL literal.
+var noReceiptSQL = strconv.FormatInt(queueNoReceipt, 10)
 
 // queueReceiveSQL claims the oldest visible messages, each with a new receipt: 61 random bits,
 // bit 62 set and odd (see queueNoReceipt).
-const queueReceiveSQL = `
+var queueReceiveSQL = `
 UPDATE queue_messages
-SET receive_count = receive_count + 1, visible_at = ?, receipt = (random() & 4611686018427387903) | 4611686018427387905
+SET receive_count = receive_count + 1, visible_at = ?, receipt = (random() & ` +
+	strconv.FormatInt(queueNoReceipt-1, 10) + `) | ` + strconv.FormatInt(queueNoReceipt+1, 10) + `
 WHERE seq IN (
 	SELECT seq FROM queue_messages
 	WHERE queue = ? AND visible_at <= ?
@@ -386,7 +390,7 @@ func (q *Queue) receiveOnce(ctx context.Context, st *queueState, max int, visibi
 				// shows how often the message was really delivered.
 				args := append([]any{st.dlq.cfg.Name, name, nowMs}, deadSeqs...)
 				if _, err := tx.ExecContext(ctx, `UPDATE queue_messages
-					SET queue = ?, source = ?, visible_at = ?, receive_count = receive_count - 1, receipt = `+queueNoReceipt+`
+					SET queue = ?, source = ?, visible_at = ?, receive_count = receive_count - 1, receipt = `+noReceiptSQL+`
 					WHERE seq IN (?`+strings.Repeat(",?", len(deadSeqs)-1)+`)`, args...); err != nil {
 					return err
 				}
@@ -615,7 +619,7 @@ func (q *Queue) Redrive(ctx context.Context, dlq string) (int, error) {
 				continue
 			}
 			res, err := tx.ExecContext(ctx, `UPDATE queue_messages
-				SET queue = ?, source = '', receive_count = 0, visible_at = ?, receipt = `+queueNoReceipt+`
+				SET queue = ?, source = '', receive_count = 0, visible_at = ?, receipt = `+noReceiptSQL+`
 				WHERE queue = ? AND source = ?`, target, nowMs, dlq, src)
 			if err != nil {
 				return err

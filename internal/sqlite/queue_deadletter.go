@@ -37,7 +37,7 @@ func (q *Queue) RedriveDeadLetter(ctx context.Context, dlq, id string) error {
 			return notify.Errorf(notify.ECONFLICT, "redrive %s: dead letter %s has no source queue to go back to", dlq, id)
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE queue_messages
-			SET queue = ?, source = '', receive_count = 0, visible_at = ?, receipt = `+queueNoReceipt+`
+			SET queue = ?, source = '', receive_count = 0, visible_at = ?, receipt = `+noReceiptSQL+`
 			WHERE queue = ? AND id = ?`, target, nowMs, dlq, id)
 		return err
 	})
