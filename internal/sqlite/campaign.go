@@ -260,7 +260,7 @@ func (s *Store) SaveCursor(ctx context.Context, id string, expected, next notify
 	}
 	// The whole pages are encoded before the transaction: the store has one writer, which a
 	// real-time send waits for while a page of the audience is stored.
-	head, pages, err := recipientPages(expected.Members, recipients)
+	add, err := recipientPages(expected.Members, recipients)
 	if err != nil {
 		return fmt.Errorf("sqlite: save cursor of %s: encode recipients: %w", id, err)
 	}
@@ -288,7 +288,7 @@ func (s *Store) SaveCursor(ctx context.Context, id string, expected, next notify
 			return notify.Errorf(notify.ECONFLICT, "cursor moved (members %d, expected %d)", cur.Members, expected.Members)
 		}
 		if len(recipients) > 0 {
-			if err := s.appendRecipients(ctx, tx, id, expected.Members, head, pages, len(recipients)); err != nil {
+			if err := s.appendRecipients(ctx, tx, id, expected.Members, add); err != nil {
 				return err
 			}
 		}
@@ -301,27 +301,32 @@ func (s *Store) SaveCursor(ctx context.Context, id string, expected, next notify
 	return nil
 }
 
-// recipientPages splits rs, to be stored from position from on, into head, the recipients that
-// fill the page already begun there (none when from starts a page), and the whole pages after
-// it, encoded.
-func recipientPages(from int, rs []notify.Recipient) (head []notify.Recipient, pages [][]byte, err error) {
+// pagedRecipients are recipients to append, split by recipientPages.
+type pagedRecipients struct {
+	head  []notify.Recipient // those that fill the page already begun (none when they start one)
+	pages [][]byte           // the whole pages after it, encoded
+	count int                // recipients in all
+}
+
+// recipientPages splits rs, to be stored from position from on, into the recipients that fill
+// the page begun there and the whole pages after it, encoded.
+func recipientPages(from int, rs []notify.Recipient) (pagedRecipients, error) {
 	k := min((recipientPage-from%recipientPage)%recipientPage, len(rs))
-	head, rs = rs[:k], rs[k:]
-	for len(rs) > 0 {
+	p := pagedRecipients{head: rs[:k], count: len(rs)}
+	for rs = rs[k:]; len(rs) > 0; {
 		n := min(recipientPage, len(rs))
 		b, err := json.Marshal(rs[:n])
 		if err != nil {
-			return nil, nil, err
+			return pagedRecipients{}, err
 		}
-		pages, rs = append(pages, b), rs[n:]
+		p.pages, rs = append(p.pages, b), rs[n:]
 	}
-	return head, pages, nil
+	return p, nil
 }
 
-// appendRecipients writes count recipients at positions from… of notification id — head into
-// the page begun there, then the encoded pages (recipientPages) — and moves the document's
-// RecipientCount to match.
-func (s *Store) appendRecipients(ctx context.Context, tx *sql.Tx, id string, from int, head []notify.Recipient, pages [][]byte, count int) error {
+// appendRecipients writes add at positions from… of notification id — its head into the page
+// begun there, then its encoded pages — and moves the document's RecipientCount to match.
+func (s *Store) appendRecipients(ctx context.Context, tx *sql.Tx, id string, from int, add pagedRecipients) error {
 	var doc []byte
 	if err := tx.QueryRowContext(ctx, `SELECT doc FROM notifications WHERE id = ?`, id).Scan(&doc); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -343,7 +348,7 @@ func (s *Store) appendRecipients(ctx context.Context, tx *sql.Tx, id string, fro
 		page++
 		return err
 	}
-	if len(head) > 0 {
+	if len(add.head) > 0 {
 		var b []byte
 		if err := tx.QueryRowContext(ctx, `SELECT doc FROM notification_recipients WHERE notification_id = ? AND page = ?`,
 			id, page).Scan(&b); err != nil {
@@ -353,7 +358,7 @@ func (s *Store) appendRecipients(ctx context.Context, tx *sql.Tx, id string, fro
 		if err := json.Unmarshal(b, &cur); err != nil {
 			return fmt.Errorf("decode recipient page %d: %w", page, err)
 		}
-		b, err := json.Marshal(append(cur, head...))
+		b, err := json.Marshal(append(cur, add.head...))
 		if err != nil {
 			return fmt.Errorf("encode recipients: %w", err)
 		}
@@ -361,12 +366,12 @@ func (s *Store) appendRecipients(ctx context.Context, tx *sql.Tx, id string, fro
 			return err
 		}
 	}
-	for _, b := range pages {
+	for _, b := range add.pages {
 		if err := put(b); err != nil {
 			return err
 		}
 	}
-	n.RecipientCount += count
+	n.RecipientCount += add.count
 	body, err := json.Marshal(&n)
 	if err != nil {
 		return fmt.Errorf("encode notification: %w", err)
