@@ -209,3 +209,25 @@ func TestLocalProcs(t *testing.T) {
 		t.Fatalf("localProcs(GOMAXPROCS=3, 3) = %d, want 3: the environment wins", got)
 	}
 }
+
+// The local runtime's processes hold a heap floor, unless the environment sets GOGC; the export
+// bench, which measures an export's heap, does not.
+func TestKeepsHeapFloor(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		gogc string
+		want bool
+	}{
+		{[]string{"dev"}, "", true},
+		{[]string{"bench"}, "", true},
+		{[]string{"bench", "campaign"}, "", true},
+		{[]string{"bench", "single", "--duration", "5s"}, "", true},
+		{[]string{"bench", "export"}, "", false},
+		{[]string{"dev"}, "200", false},
+		{[]string{"bench"}, "off", false},
+	} {
+		if got := keepsHeapFloor(c.args, c.gogc); got != c.want {
+			t.Errorf("keepsHeapFloor(%q, GOGC=%q) = %v, want %v", c.args, c.gogc, got, c.want)
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"runtime"
+
+	"herald/internal/heapfloor"
 )
 
 const usage = `herald — notifications you can trust
@@ -63,6 +65,9 @@ var commands = map[string]command{
 func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "dev" || os.Args[1] == "bench") {
 		runtime.GOMAXPROCS(localProcs(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)))
+		if keepsHeapFloor(os.Args[1:], os.Getenv("GOGC")) {
+			heapfloor.Keep(localHeapFloor)
+		}
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -80,6 +85,20 @@ func localProcs(env string, procs int) int {
 		return procs
 	}
 	return 2 * procs
+}
+
+// localHeapFloor is the smallest heap goal of a process that holds the local runtime, unless the
+// environment sets GOGC. Its live heap is small (about 20 MB during a large send) while it
+// allocates about 2 GB per 100,000 pushes, so with Go's default goal it collected some twenty
+// times a second. Measured on 2 cores (docs/benchmarks.md, "Large sends"): a 128 MiB floor took
+// about 15 % of the CPU per push off both lanes, for 30–90 MB more resident memory.
+const localHeapFloor = 128 << 20
+
+// keepsHeapFloor reports whether the command args (dev or bench) holds localHeapFloor: not when
+// the environment sets GOGC, nor for the export bench, which measures the heap an export holds
+// and would see the garbage the floor lets wait.
+func keepsHeapFloor(args []string, gogc string) bool {
+	return gogc == "" && !(len(args) > 1 && args[0] == "bench" && args[1] == "export")
 }
 
 // run is herald with args (without the program name); it returns the exit code.
