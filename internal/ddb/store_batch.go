@@ -106,7 +106,7 @@ func (s *Store) ClaimBatch(ctx context.Context, notificationID, batchID string, 
 			if old.Done {
 				return notify.BatchClaim{State: notify.BatchDone, Attempts: old.Attempts}, nil
 			}
-			return notify.BatchClaim{State: notify.BatchBusy, Attempts: old.Attempts}, nil
+			return notify.BatchClaim{State: notify.BatchBusy, Attempts: old.Attempts, LeaseUntil: timeOf(old.LeaseUntil)}, nil
 		}
 		return notify.BatchClaim{}, wrapErr(op, err)
 	}

@@ -124,6 +124,19 @@ const (
 type BatchClaim struct {
 	State    BatchState
 	Attempts int // after this claim
+	// LeaseUntil, for BatchBusy, is when the other worker's lease ends: the batch can be
+	// claimed again from then on, so a caller that comes back then waits no longer than it must.
+	LeaseUntil time.Time
+}
+
+// BusyFor is how long a caller that found the batch busy at now waits before it asks again:
+// until the holder's lease ends, plus a second for clocks that disagree a little, at least a
+// second and at most limit (also when the store did not say when the lease ends).
+func (c BatchClaim) BusyFor(now time.Time, limit time.Duration) time.Duration {
+	if c.LeaseUntil.IsZero() {
+		return limit
+	}
+	return min(max(time.Second, c.LeaseUntil.Sub(now)+time.Second), limit)
 }
 
 // PageLimit is the page size a store serves for a listing's limit (ListDeliveries, ListInbox):

@@ -294,7 +294,9 @@ func TestBulkBatchOfADeadWorkerIsResentAfterItsLease(t *testing.T) {
 	if c, err := b.st.ClaimBatch(ctx, n.ID, batch.ID, b.clock.Now(), b.clock.Now().Add(time.Minute)); err != nil || c.State != notify.BatchClaimed {
 		t.Fatalf("claim = %+v, %v", c, err)
 	}
-	// Its message comes back (visibility) while the lease runs: nothing is sent, it waits.
+	// Its message comes back (visibility) 45 s into the lease: nothing is sent, and it is back
+	// when the lease ends (and a second), not a whole lease later.
+	b.clock.Add(45 * time.Second)
 	if f := b.p.Send()(ctx, msgs); len(f) != 0 {
 		t.Fatalf("send: %+v", f)
 	}
@@ -302,8 +304,19 @@ func TestBulkBatchOfADeadWorkerIsResentAfterItsLease(t *testing.T) {
 		t.Fatalf("sent %v under another worker's live lease", b.fcm.accepted)
 	}
 	_ = b.q.Delete(ctx, "send-bulk", msgs[0].ReceiptHandle)
-	b.clock.Add(2 * time.Minute)
-	b.drain(t, "send-bulk", b.p.Send())
+	b.clock.Add(15 * time.Second)
+	if again, err := b.q.Receive(ctx, "send-bulk", 10, time.Minute, 0); err != nil || len(again) != 0 {
+		t.Fatalf("send-bulk at the lease's end: %d messages, %v; want none before the second after it", len(again), err)
+	}
+	b.clock.Add(time.Second)
+	back, err := b.q.Receive(ctx, "send-bulk", 10, time.Minute, 0)
+	if err != nil || len(back) != 1 {
+		t.Fatalf("send-bulk a second after the lease: %d messages, %v; want the batch back", len(back), err)
+	}
+	if f := b.p.Send()(ctx, back); len(f) != 0 {
+		t.Fatalf("send after the lease: %+v", f)
+	}
+	_ = b.q.Delete(ctx, "send-bulk", back[0].ReceiptHandle)
 	for _, tok := range []string{"tok-a", "tok-b"} {
 		if got := b.fcm.accepted[tok]; len(got) != 1 || got[0] != n.ID {
 			t.Fatalf("%s accepted %v, want once with collapse id %s", tok, got, n.ID)

@@ -220,7 +220,7 @@ func (p *Pipeline) recordDecided(ctx context.Context, n *notify.Notification, ch
 	case notify.BatchDone:
 		return nil
 	case notify.BatchBusy: // an attempt of this chunk that died holds it: after its lease
-		return &notify.Error{Code: notify.EUNAVAILABLE, RetryAfter: p.cfg.SendLease,
+		return &notify.Error{Code: notify.EUNAVAILABLE, RetryAfter: c.BusyFor(now, p.cfg.SendLease),
 			Message: "the chunk's decided deliveries are being stored by another attempt"}
 	}
 	if _, err := p.store.RecordBatch(ctx, n.ID, id, decided, now); err != nil {

@@ -429,7 +429,8 @@ func (p *Pipeline) claimBatch(ctx context.Context, what string, n *notify.Notifi
 	case notify.BatchDone:
 		return false, p.recordLater(ctx, n)
 	case notify.BatchBusy:
-		if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, min(p.cfg.SendLease, 15*time.Minute), msg); err != nil {
+		// Back when the holder's lease ends: a worker that died holding it kept it no longer.
+		if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, c.BusyFor(now, min(p.cfg.SendLease, 15*time.Minute)), msg); err != nil {
 			return false, fmt.Errorf("%s %s batch %s: re-enqueue busy: %w", what, n.ID, batchID, err)
 		}
 		return false, nil

@@ -92,7 +92,7 @@ func (s *Store) ClaimBatch(ctx context.Context, notificationID, batchID string, 
 			c = notify.BatchClaim{State: notify.BatchDone, Attempts: attempts}
 			return nil
 		case leasedTo > now.UnixNano():
-			c = notify.BatchClaim{State: notify.BatchBusy, Attempts: attempts}
+			c = notify.BatchClaim{State: notify.BatchBusy, Attempts: attempts, LeaseUntil: timeOfNanos(leasedTo)}
 			return nil
 		}
 		c = notify.BatchClaim{State: notify.BatchClaimed, Attempts: attempts + 1}

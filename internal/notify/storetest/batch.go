@@ -97,8 +97,8 @@ func testClaimBatchLease(t *testing.T, s notify.Store) {
 	if c := claimBatch(t, s, n.ID, "b1", t0); c.State != notify.BatchClaimed || c.Attempts != 1 {
 		t.Fatalf("first claim = %+v, want CLAIMED attempt 1", c)
 	}
-	if c := claimBatch(t, s, n.ID, "b1", t0.Add(30*time.Second)); c.State != notify.BatchBusy {
-		t.Fatalf("claim under a live lease = %+v, want BUSY", c)
+	if c := claimBatch(t, s, n.ID, "b1", t0.Add(30*time.Second)); c.State != notify.BatchBusy || !c.LeaseUntil.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("claim under a live lease = %+v, want BUSY until the holder's lease ends, %v", c, t0.Add(time.Minute))
 	}
 	// The first holder died: once its lease ends the batch can be taken again.
 	if c := claimBatch(t, s, n.ID, "b1", t0.Add(2*time.Minute)); c.State != notify.BatchClaimed || c.Attempts != 2 {
