@@ -85,6 +85,7 @@ type Runtime struct {
 	workers sync.WaitGroup
 	loops   sync.WaitGroup
 	closers []func() error
+	unlock  func() error // the data directory's lock, let go of after every closer
 }
 
 // Start opens the databases, starts the sandbox (if configured), the workers, the scheduler loop
@@ -114,6 +115,10 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 			r.closeAll()
 		}
 	}()
+	var exclusive bool
+	if r.unlock, exclusive, err = lockDataDir(o.DataDir); err != nil {
+		return nil, err
+	}
 
 	box, err := seal.FromBase64(o.Config.Contacts.EncryptionKey)
 	if err != nil {
@@ -144,6 +149,11 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		return nil, err
 	}
 	r.closers = append([]func() error{func() error { r.Queue.Close(); return nil }}, r.closers...)
+	if exclusive {
+		if err := r.releaseInFlight(ctx); err != nil {
+			return nil, err
+		}
+	}
 
 	if o.Config.Sandbox {
 		record := filepath.Join(o.DataDir, "sandbox-deliveries.jsonl")
@@ -396,5 +406,30 @@ func (r *Runtime) closeAll() error {
 		errs = append(errs, c())
 	}
 	r.closers = nil
+	if r.unlock != nil {
+		errs = append(errs, r.unlock())
+		r.unlock = nil
+	}
 	return errors.Join(errs...)
+}
+
+// releaseInFlight hands back, before any worker starts, what the process that stopped last left
+// in flight — a `herald dev` killed mid-send: the queue messages its workers had received and
+// the send batches they had claimed. They are sent again now instead of after their visibility
+// timeouts and leases (a minute by default); a batch in flight goes again whole, with its collapse
+// id, as it would then. Only with the data directory's lock, which proves no other process works
+// on these files.
+func (r *Runtime) releaseInFlight(ctx context.Context) error {
+	msgs, err := r.Queue.ReleaseInFlight(ctx)
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	batches, err := r.Store.ReleaseBatchLeases(ctx, r.clock.Now())
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	if msgs > 0 || batches > 0 {
+		r.log.InfoContext(ctx, "released the work in flight when the last run stopped", "queue_messages", msgs, "send_batches", batches)
+	}
+	return nil
 }

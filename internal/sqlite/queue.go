@@ -77,7 +77,8 @@ CREATE TABLE IF NOT EXISTS queue_messages (
 	visible_at    INTEGER NOT NULL,           -- unix ms; in the future while delayed or in flight
 	receive_count INTEGER NOT NULL DEFAULT 0,
 	receipt       INTEGER NOT NULL DEFAULT 0, -- random, odd, new on every receive; even (queueNoReceipt, or 0) = no valid receipt
-	source        TEXT    NOT NULL DEFAULT '' -- in a DLQ: the queue the message came from
+	source        TEXT    NOT NULL DEFAULT '', -- in a DLQ: the queue the message came from
+	held          INTEGER NOT NULL DEFAULT 0   -- 1 once ChangeVisibility set visible_at (a backoff, a hold); 0 from each receive
 );
 CREATE INDEX IF NOT EXISTS queue_messages_ready ON queue_messages(queue, visible_at);
 `
@@ -138,7 +139,44 @@ func NewQueue(db *DB, cfgs []notify.QueueConfig, clock notify.Clock) (*Queue, er
 	if _, err := db.W.ExecContext(context.Background(), queueSchema); err != nil {
 		return nil, queueDBError(err, "create queue schema")
 	}
+	// A queue file from before the held column: added once. Both values are stored in no bytes
+	// beyond the row header, so setting it never changes a row's size (see queueNoReceipt).
+	var hasHeld bool
+	if err := db.W.QueryRowContext(context.Background(),
+		`SELECT count(*) > 0 FROM pragma_table_info('queue_messages') WHERE name = 'held'`).Scan(&hasHeld); err != nil {
+		return nil, queueDBError(err, "read queue schema")
+	}
+	if !hasHeld {
+		if _, err := db.W.ExecContext(context.Background(), `ALTER TABLE queue_messages ADD COLUMN held INTEGER NOT NULL DEFAULT 0`); err != nil {
+			return nil, queueDBError(err, "add the held column")
+		}
+	}
 	return q, nil
+}
+
+// ReleaseInFlight makes every message that a receive took and nobody has deleted or changed the
+// visibility of since visible again now, with no valid receipt, and returns how many it released:
+// what their visibility timeouts would do once they ran out. Only a process that knows no
+// receiver of the file is alive may call it — the local runtime at start, holding its data
+// directory's lock — since a live receiver's messages would be delivered twice. Messages whose
+// visibility ChangeVisibility set (backoffs, holds until a send window) and delayed sends keep
+// their time; receive counts are kept, so a message that kills its process each time still ends
+// in its DLQ.
+func (q *Queue) ReleaseInFlight(ctx context.Context) (int, error) {
+	now := q.clock.Now().UnixMilli()
+	res, err := q.db.W.ExecContext(ctx, `UPDATE queue_messages SET visible_at = ?, receipt = `+noReceiptSQL+`
+		WHERE held = 0 AND (receipt & 1) = 1 AND visible_at > ?`, now, now)
+	if err != nil {
+		return 0, queueDBError(err, "release in-flight messages")
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, queueDBError(err, "release in-flight messages")
+	}
+	for _, st := range q.queues {
+		st.waker.signal(int(n))
+	}
+	return int(n), nil
 }
 
 // Close stops the wake-up timers and releases prepared statements. Call it once consumers have
@@ -292,7 +330,7 @@ var noReceiptSQL = strconv.FormatInt(queueNoReceipt, 10)
 // bit 62 set and odd (see queueNoReceipt).
 var queueReceiveSQL = `
 UPDATE queue_messages
-SET receive_count = receive_count + 1, visible_at = ?, receipt = (random() & ` +
+SET receive_count = receive_count + 1, visible_at = ?, held = 0, receipt = (random() & ` +
 	strconv.FormatInt(queueNoReceipt-1, 10) + `) | ` + strconv.FormatInt(queueNoReceipt+1, 10) + `
 WHERE seq IN (
 	SELECT seq FROM queue_messages
@@ -504,7 +542,7 @@ func (q *Queue) ChangeVisibility(ctx context.Context, queue, receiptHandle strin
 	if err != nil {
 		return err
 	}
-	stmt, err := q.stmt(ctx, `UPDATE queue_messages SET visible_at = ? WHERE seq = ? AND queue = ? AND receipt = ?`)
+	stmt, err := q.stmt(ctx, `UPDATE queue_messages SET visible_at = ?, held = 1 WHERE seq = ? AND queue = ? AND receipt = ?`)
 	if err != nil {
 		return queueDBError(err, "change visibility in %s", queue)
 	}

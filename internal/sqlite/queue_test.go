@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -365,5 +367,100 @@ func BenchmarkQueueReceiveLarge(b *testing.B) {
 			}
 			b.ReportMetric(float64(receiving.Microseconds())/float64(b.N), "µs/receive")
 		})
+	}
+}
+
+// What a killed process left in flight comes back at once on ReleaseInFlight; what
+// ChangeVisibility held and what was sent with a delay keep their time; the receive counts
+// stay, so a message that kills its process each time still ends in its DLQ.
+func TestQueueReleaseInFlight(t *testing.T) {
+	t.Parallel()
+	q, db := openTestQueue(t, filepath.Join(t.TempDir(), "queue.db"), testQueueCfgs)
+	ctx := t.Context()
+	for _, body := range []string{"in-flight", "held", "acked", "delayed", "waiting"} {
+		m := notify.OutMessage{Body: []byte(body)}
+		if body == "delayed" {
+			m.Delay = time.Minute
+		}
+		if err := q.Send(ctx, "work", m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := q.Receive(ctx, "work", 3, time.Hour, 0) // in-flight, held, acked
+	if err != nil || len(got) != 3 {
+		t.Fatalf("received %d: %v", len(got), err)
+	}
+	byBody := map[string]notify.Message{}
+	for _, m := range got {
+		byBody[string(m.Body)] = m
+	}
+	if err := q.ChangeVisibility(ctx, "work", byBody["held"].ReceiptHandle, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Delete(ctx, "work", byBody["acked"].ReceiptHandle); err != nil {
+		t.Fatal(err)
+	}
+
+	// The process "dies"; the next one, alone on the file, releases what was in flight.
+	n, err := q.ReleaseInFlight(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("ReleaseInFlight = %d, %v; want 1 (the received message nobody held)", n, err)
+	}
+	if err := q.ChangeVisibility(ctx, "work", byBody["in-flight"].ReceiptHandle, time.Hour); !notify.IsCode(err, notify.ECONFLICT) {
+		t.Fatalf("the dead receiver's receipt after the release: %v, want ECONFLICT (stale)", err)
+	}
+	again, err := q.Receive(ctx, "work", 10, time.Hour, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bodies []string
+	for _, m := range again {
+		bodies = append(bodies, string(m.Body))
+		if string(m.Body) == "in-flight" && m.ReceiveCount != 2 {
+			t.Errorf("released message received again with count %d, want 2: the dead receive still counts", m.ReceiveCount)
+		}
+	}
+	slices.Sort(bodies)
+	if want := []string{"in-flight", "waiting"}; !slices.Equal(bodies, want) {
+		t.Fatalf("visible after the release: %q, want %q (held and delayed keep their time)", bodies, want)
+	}
+	if n, err := q.ReleaseInFlight(ctx); err != nil || n != 2 {
+		t.Fatalf("ReleaseInFlight after a second receive = %d, %v; want the 2 just received", n, err)
+	}
+	var held int
+	if err := db.R.QueryRowContext(ctx, `SELECT count(*) FROM queue_messages WHERE held = 1`).Scan(&held); err != nil || held != 1 {
+		t.Fatalf("held rows = %d, %v; want 1", held, err)
+	}
+}
+
+// A queue file from before the held column gets it, and its messages keep working.
+func TestQueueAddsTheHeldColumn(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	old := strings.Replace(queueSchema, "DEFAULT '', -- in a DLQ", "DEFAULT ''  -- in a DLQ", 1)
+	old = strings.Replace(old, "\n\theld          INTEGER NOT NULL DEFAULT 0", "\n\t--", 1)
+	if old == queueSchema {
+		t.Fatal("the schema's held column was not found to take out")
+	}
+	if _, err := db.W.ExecContext(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.W.ExecContext(ctx, `INSERT INTO queue_messages (id, queue, body, sent_at, visible_at, receive_count, receipt)
+		VALUES ('m1', 'work', 'old', 0, 0, 0, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	q, _ := openTestQueue(t, path, testQueueCfgs)
+	ms, err := q.Receive(ctx, "work", 1, time.Hour, 0)
+	if err != nil || len(ms) != 1 || string(ms[0].Body) != "old" {
+		t.Fatalf("receive from the old file: %v, %v", ms, err)
+	}
+	if n, err := q.ReleaseInFlight(ctx); err != nil || n != 1 {
+		t.Fatalf("ReleaseInFlight = %d, %v; want 1", n, err)
 	}
 }

@@ -109,6 +109,28 @@ func (s *Store) ClaimBatch(ctx context.Context, notificationID, batchID string, 
 	return c, nil
 }
 
+// ReleaseBatchLeases ends every running lease on a send batch that is not done, and returns how
+// many it ended: the batch can be claimed again at once, as it could when the lease ran out.
+// Only a process that knows no worker of the file is alive may call it — the local runtime at
+// start, holding its data directory's lock — since a live worker's batch would be sent twice.
+// Leases on deliveries stay: a SENDING delivery may be waiting for its provider's verdict.
+func (s *Store) ReleaseBatchLeases(ctx context.Context, now time.Time) (int, error) {
+	var n int64
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE send_batches SET lease_until = 0, updated_at = ?
+			WHERE done = 0 AND lease_until > ?`, now.UnixNano(), now.UnixNano())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: release batch leases: %w", err)
+	}
+	return int(n), nil
+}
+
 // CompleteBatch implements notify.BatchStore.
 func (s *Store) CompleteBatch(ctx context.Context, notificationID, batchID string, delta map[notify.Channel]notify.ChannelStats, at time.Time) (bool, error) {
 	var applied bool

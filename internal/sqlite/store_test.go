@@ -436,3 +436,37 @@ func BenchmarkRecordBatchWithHistory(b *testing.B) {
 	}
 	recordBatches(b, s)
 }
+
+// A batch a dead worker had claimed can be claimed at once after ReleaseBatchLeases; a done
+// batch stays done.
+func TestStoreReleaseBatchLeases(t *testing.T) {
+	t.Parallel()
+	s, _ := openTestStore(t)
+	ctx := t.Context()
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	n := &notify.Notification{ID: "n_release", Service: "shop", Status: notify.StatusProcessing, CreatedAt: now, UpdatedAt: now}
+	if _, _, err := s.CreateNotification(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"b1", "b2"} {
+		if c, err := s.ClaimBatch(ctx, n.ID, b, now, now.Add(time.Minute)); err != nil || c.State != notify.BatchClaimed {
+			t.Fatalf("claim %s = %+v, %v", b, c, err)
+		}
+	}
+	if ok, err := s.CompleteBatch(ctx, n.ID, "b2", nil, now); err != nil || !ok {
+		t.Fatalf("complete b2 = %v, %v", ok, err)
+	}
+	later := now.Add(5 * time.Second)
+	if c, err := s.ClaimBatch(ctx, n.ID, "b1", later, later.Add(time.Minute)); err != nil || c.State != notify.BatchBusy {
+		t.Fatalf("claim under the dead worker's lease = %+v, %v; want BUSY", c, err)
+	}
+	if k, err := s.ReleaseBatchLeases(ctx, later); err != nil || k != 1 {
+		t.Fatalf("ReleaseBatchLeases = %d, %v; want 1", k, err)
+	}
+	if c, err := s.ClaimBatch(ctx, n.ID, "b1", later, later.Add(time.Minute)); err != nil || c.State != notify.BatchClaimed || c.Attempts != 2 {
+		t.Fatalf("claim after the release = %+v, %v; want CLAIMED, attempt 2", c, err)
+	}
+	if c, err := s.ClaimBatch(ctx, n.ID, "b2", later, later.Add(time.Minute)); err != nil || c.State != notify.BatchDone {
+		t.Fatalf("claim of the done batch = %+v, %v; want DONE", c, err)
+	}
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// sendKillConfig gives every real-time stage a visibility timeout (and so the send lease) of ten
+// minutes: what a herald dev killed mid-send left in flight could come back by itself only after
+// them, so a send that ends within the test's two minutes was handed back at the restart.
+const sendKillConfig = `
+env: e2e
+sandbox: true
+services:
+  - name: demo
+    api_keys: [dev-demo-key]
+lanes:
+  realtime:
+    prepare: {visibility_timeout: 10m}
+    send: {visibility_timeout: 10m}
+    record: {visibility_timeout: 10m}
+providers:
+  fcm:
+    apps: {default: {project_id: herald-e2e}}
+contacts:
+  encryption_key: aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=
+`
+
+// TestSendKilledMidSendResumesAtRestart: `herald dev` killed with SIGKILL while a 5,000-token
+// transactional push is being sent, then started again on the same data directory. The restart
+// releases what the dead process held (its received queue messages, its claimed send batches), so
+// the send ends SENT within seconds, not after the ten-minute visibility timeouts and leases;
+// every token is reached, and only the batches in flight at the kill are sent again, with the
+// notification id as collapse id. A second herald on the same directory is refused meanwhile.
+func TestSendKilledMidSendResumesAtRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills the herald binary; skipped with -short")
+	}
+	const tokens = 5000
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	cfgPath := filepath.Join(dir, "herald.yaml")
+	if err := os.WriteFile(cfgPath, []byte(sendKillConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	base := "http://" + addr
+	client := &http.Client{Timeout: 30 * time.Second}
+	logs := newKillLog()
+	p := startKillHerald(t, addr, data, cfgPath, logs)
+
+	// A second process on the same directory would take the first one's work: refused.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	second, err := exec.CommandContext(ctx, heraldBin, "dev", "--addr", freeAddr(t), "--data", data, "--config", cfgPath).CombinedOutput()
+	cancel()
+	if out := string(second); err == nil || !strings.Contains(out, "in use by another process (pid "+fmt.Sprint(p.cmd.Process.Pid)+")") {
+		t.Fatalf("a second herald dev on the same data directory: %v\n%s", err, tail(out))
+	}
+
+	var recipients []map[string]string
+	for i := range tokens {
+		recipients = append(recipients, map[string]string{"fcm_token": fmt.Sprintf("send-kill-%05d", i)})
+	}
+	var acc struct{ ID string }
+	if code := killAPI(client, http.MethodPost, base+"/v1/notifications", map[string]any{
+		"category": "transactional", "channels": []string{"push"},
+		"content": map[string]string{"title": "Kill", "body": "mid-send"}, "recipients": recipients,
+	}, &acc); code != http.StatusAccepted || acc.ID == "" {
+		t.Fatalf("POST /v1/notifications: %d %+v", code, acc)
+	}
+	recordFile := filepath.Join(data, "sandbox-deliveries.jsonl")
+	rt := &recordTail{path: recordFile}
+	deadline := time.Now().Add(60 * time.Second)
+	for rt.lines(t) < 1000 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	atKill := rt.lines(t)
+	if atKill >= tokens {
+		t.Skipf("all %d pushes were out before the kill landed: nothing was in flight", atKill)
+	}
+
+	restarted := time.Now()
+	p = startKillHerald(t, addr, data, cfgPath, logs)
+	var st struct{ Status string }
+	for {
+		st.Status = ""
+		killAPI(client, http.MethodGet, base+"/v1/notifications/"+acc.ID+"?limit=1", nil, &st)
+		if st.Status != "" && st.Status != "ACCEPTED" && st.Status != "PROCESSING" {
+			break
+		}
+		if time.Since(restarted) > 2*time.Minute {
+			t.Fatalf("still %s two minutes after the restart (killed at %d pushes): what was in flight waits for its ten-minute lease\n%s",
+				st.Status, atKill, logs.tail())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	took := time.Since(restarted)
+	if st.Status != "SENT" {
+		t.Fatalf("notification ended %s, want SENT", st.Status)
+	}
+	if !strings.Contains(logs.String(), "released the work in flight when the last run stopped") {
+		t.Errorf("the restart did not log what it released\n%s", logs.tail())
+	}
+	lines := readKillRecord(t, recordFile)
+	seen := map[string]int{}
+	for _, r := range lines {
+		seen[r.Address]++
+		if r.CollapseID != acc.ID {
+			t.Errorf("push to %s carried collapse id %q, want the notification's %s", maskForLog(r.Address), r.CollapseID, acc.ID)
+			break
+		}
+	}
+	resent := len(lines) - len(seen)
+	t.Logf("killed at %d of %d pushes; SENT %v after the restart; %d pushes in all, %d sent again", atKill, tokens, took.Round(time.Millisecond), len(lines), resent)
+	if len(seen) != tokens {
+		t.Fatalf("%d distinct tokens reached, want %d", len(seen), tokens)
+	}
+	// Only batches in flight at the kill go again: the realtime lane's send workers (8) × 500.
+	if resent > 8*500 {
+		t.Errorf("%d pushes sent twice: more than the batches in flight at the kill", resent)
+	}
+}
