@@ -20,7 +20,8 @@ func runDev(args []string, out io.Writer) error {
 Runs the whole of Herald as one local process: the API, every stage's workers, the scheduler,
 an SQLite store and durable queue under --data, and (with the development configuration)
 sandbox FCM, APNs, SES and Twilio servers. SIGTERM or Ctrl-C drains in-flight work; after a
-SIGKILL the next start resumes from the durable queue. Logs are JSON lines on stderr.`)
+SIGKILL the next start resumes from the durable queue, sending again at once what was in flight.
+One herald dev at a time uses a --data directory. Logs are JSON lines on stderr.`)
 	addr := fs.String("addr", "127.0.0.1:8080", "API listen address")
 	data := fs.String("data", "./.herald", "data directory (SQLite store and queue, sandbox record)")
 	cfgPath := fs.String("config", "", "herald.yaml; empty runs the development config (service demo, key dev-demo-key, sandbox providers)")
