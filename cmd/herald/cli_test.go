@@ -211,7 +211,7 @@ func TestLocalProcs(t *testing.T) {
 }
 
 // The local runtime's processes hold a heap floor, unless the environment sets GOGC; the export
-// bench, which measures an export's heap, does not.
+// bench (an export's heap) and the cost bench (the deployed functions' durations) do not.
 func TestKeepsHeapFloor(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -223,6 +223,7 @@ func TestKeepsHeapFloor(t *testing.T) {
 		{[]string{"bench", "campaign"}, "", true},
 		{[]string{"bench", "single", "--duration", "5s"}, "", true},
 		{[]string{"bench", "export"}, "", false},
+		{[]string{"bench", "cost", "--dynamodb-endpoint", "http://127.0.0.1:8000"}, "", false},
 		{[]string{"dev"}, "200", false},
 		{[]string{"bench"}, "off", false},
 	} {

@@ -96,9 +96,10 @@ const localHeapFloor = 128 << 20
 
 // keepsHeapFloor reports whether the command args (dev or bench) holds localHeapFloor: not when
 // the environment sets GOGC, nor for the export bench, which measures the heap an export holds
-// and would see the garbage the floor lets wait.
+// and would see the garbage the floor lets wait, nor for the cost bench, which times the AWS
+// runtime's handlers as the deployed functions run them, without a floor.
 func keepsHeapFloor(args []string, gogc string) bool {
-	return gogc == "" && !(len(args) > 1 && args[0] == "bench" && args[1] == "export")
+	return gogc == "" && !(len(args) > 1 && args[0] == "bench" && (args[1] == "export" || args[1] == "cost"))
 }
 
 // run is herald with args (without the program name); it returns the exit code.
