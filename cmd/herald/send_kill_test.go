@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -129,4 +131,120 @@ func TestSendKilledMidSendResumesAtRestart(t *testing.T) {
 	if resent > 8*500 {
 		t.Errorf("%d pushes sent twice: more than the batches in flight at the kill", resent)
 	}
+}
+
+// TestSingleSendsKilledResumeAtRestart: `herald dev` killed with SIGKILL while 32 clients post
+// single-recipient pushes (the express path: prepared, sent and recorded by the ingest worker),
+// then started again. Every send it accepted ends SENT within seconds of the restart: the express
+// sends in flight at the kill are handed to the stage queues at once, not after their ten-minute
+// leases; each token is reached, and one sent twice carries its notification id as collapse id.
+func TestSingleSendsKilledResumeAtRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills the herald binary; skipped with -short")
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	cfgPath := filepath.Join(dir, "herald.yaml")
+	if err := os.WriteFile(cfgPath, []byte(sendKillConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	base := "http://" + addr
+	logs := newKillLog()
+	p := startKillHerald(t, addr, data, cfgPath, logs)
+
+	const clients = 32
+	var (
+		mu       sync.Mutex
+		accepted = map[string]string{} // notification id → token
+		next     atomic.Int64
+		wg       sync.WaitGroup
+	)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+	stop := make(chan struct{})
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				tok := fmt.Sprintf("single-kill-%06d", next.Add(1))
+				var acc struct{ ID string }
+				code := killAPI(client, http.MethodPost, base+"/v1/notifications", map[string]any{
+					"category": "transactional", "channels": []string{"push"},
+					"content":    map[string]string{"title": "Code", "body": "123456"},
+					"recipients": []map[string]string{{"fcm_token": tok}},
+				}, &acc)
+				if code == 0 { // the process is gone
+					return
+				}
+				if code == http.StatusAccepted {
+					mu.Lock()
+					accepted[acc.ID] = tok
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	recordFile := filepath.Join(data, "sandbox-deliveries.jsonl")
+	rt := &recordTail{path: recordFile}
+	deadline := time.Now().Add(60 * time.Second)
+	for rt.lines(t) < 2000 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	close(stop)
+	wg.Wait()
+	atKill := rt.lines(t)
+
+	restarted := time.Now()
+	startKillHerald(t, addr, data, cfgPath, logs)
+	mu.Lock()
+	defer mu.Unlock()
+	for id := range accepted {
+		for {
+			var st struct{ Status string }
+			killAPI(client, http.MethodGet, base+"/v1/notifications/"+id+"?limit=1", nil, &st)
+			if st.Status == "SENT" {
+				break
+			}
+			if st.Status != "" && st.Status != "ACCEPTED" && st.Status != "PROCESSING" {
+				t.Fatalf("notification %s ended %s, want SENT", id, st.Status)
+			}
+			if time.Since(restarted) > 2*time.Minute {
+				t.Fatalf("notification %s still %s two minutes after the restart: an express send in flight waits for its ten-minute lease\n%s",
+					id, st.Status, logs.tail())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	took := time.Since(restarted)
+	idOf := map[string]string{}
+	for id, tok := range accepted {
+		idOf[tok] = id
+	}
+	seen := map[string]int{}
+	for _, r := range readKillRecord(t, recordFile) {
+		seen[r.Address]++
+		if id, ok := idOf[r.Address]; ok && r.CollapseID != id {
+			t.Errorf("push to %s carried collapse id %q, want its notification's %s", maskForLog(r.Address), r.CollapseID, id)
+		}
+	}
+	twice := 0
+	for _, tok := range accepted {
+		switch n := seen[tok]; {
+		case n == 0:
+			t.Errorf("token %s of an accepted send never reached", maskForLog(tok))
+		case n > 1:
+			twice++
+		}
+	}
+	handedOver := strings.Count(logs.String(), "express send interrupted; handed to the stage queues")
+	t.Logf("%d sends accepted, killed at %d pushes; all SENT %v after the restart; %d express sends handed over at the restart, %d tokens reached twice",
+		len(accepted), atKill, took.Round(time.Millisecond), handedOver, twice)
 }

@@ -5,8 +5,10 @@
 package local
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -414,22 +416,53 @@ func (r *Runtime) closeAll() error {
 }
 
 // releaseInFlight hands back, before any worker starts, what the process that stopped last left
-// in flight — a `herald dev` killed mid-send: the queue messages its workers had received and
-// the send batches they had claimed. They are sent again now instead of after their visibility
-// timeouts and leases (a minute by default); a batch in flight goes again whole, with its collapse
-// id, as it would then. Only with the data directory's lock, which proves no other process works
-// on these files.
+// in flight — a `herald dev` killed mid-send: the queue messages its workers had received, the
+// send batches they had claimed, and the express sends of the ingest messages among them. They
+// are sent again now instead of after their visibility timeouts and leases (a minute by
+// default); what was in flight goes again whole, with its collapse id, as it would then. Only
+// with the data directory's lock, which proves no other process works on these files.
 func (r *Runtime) releaseInFlight(ctx context.Context) error {
 	msgs, err := r.Queue.ReleaseInFlight(ctx)
 	if err != nil {
 		return fmt.Errorf("local: %w", err)
 	}
-	batches, err := r.Store.ReleaseBatchLeases(ctx, r.clock.Now())
+	now := r.clock.Now()
+	batches, err := r.Store.ReleaseBatchLeases(ctx, now)
 	if err != nil {
 		return fmt.Errorf("local: %w", err)
 	}
-	if msgs > 0 || batches > 0 {
-		r.log.InfoContext(ctx, "released the work in flight when the last run stopped", "queue_messages", msgs, "send_batches", batches)
+	var ids []string
+	for _, m := range msgs {
+		if strings.HasPrefix(m.Queue, notify.IngestQueue("")) {
+			ids = append(ids, ingestedIDs(m.Message)...)
+		}
+	}
+	express, err := r.Store.ReleaseExpressLeases(ctx, ids, now)
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	if len(msgs) > 0 || batches > 0 || express > 0 {
+		r.log.InfoContext(ctx, "released the work in flight when the last run stopped",
+			"queue_messages", len(msgs), "send_batches", batches, "express_sends", express)
 	}
 	return nil
+}
+
+// ingestedIDs are the notification ids the API gave the requests of ingest message m: its
+// attribute, or each request's of a batch (notify.SendBatch). A producer's message carries none.
+func ingestedIDs(m notify.Message) []string {
+	if id := m.Attributes[notify.AttrNotificationID]; id != "" {
+		return []string{id}
+	}
+	var b notify.SendBatch
+	if !bytes.Contains(m.Body, []byte(`"attributes"`)) || json.Unmarshal(m.Body, &b) != nil {
+		return nil
+	}
+	var ids []string
+	for _, a := range b.Attributes {
+		if id := a[notify.AttrNotificationID]; id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }

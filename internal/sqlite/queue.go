@@ -154,29 +154,52 @@ func NewQueue(db *DB, cfgs []notify.QueueConfig, clock notify.Clock) (*Queue, er
 	return q, nil
 }
 
+// Released is a message ReleaseInFlight made visible again, and its queue.
+type Released struct {
+	Queue string
+	notify.Message
+}
+
 // ReleaseInFlight makes every message that a receive took and nobody has deleted or changed the
-// visibility of since visible again now, with no valid receipt, and returns how many it released:
-// what their visibility timeouts would do once they ran out. Only a process that knows no
+// visibility of since visible again now, with no valid receipt, and returns them (without
+// receipts): what their visibility timeouts would do once they ran out. Only a process that knows no
 // receiver of the file is alive may call it — the local runtime at start, holding its data
 // directory's lock — since a live receiver's messages would be delivered twice. Messages whose
 // visibility ChangeVisibility set (backoffs, holds until a send window) and delayed sends keep
 // their time; receive counts are kept, so a message that kills its process each time still ends
 // in its DLQ.
-func (q *Queue) ReleaseInFlight(ctx context.Context) (int, error) {
+func (q *Queue) ReleaseInFlight(ctx context.Context) ([]Released, error) {
 	now := q.clock.Now().UnixMilli()
-	res, err := q.db.W.ExecContext(ctx, `UPDATE queue_messages SET visible_at = ?, receipt = `+noReceiptSQL+`
-		WHERE held = 0 AND (receipt & 1) = 1 AND visible_at > ?`, now, now)
+	rows, err := q.db.W.QueryContext(ctx, `UPDATE queue_messages SET visible_at = ?, receipt = `+noReceiptSQL+`
+		WHERE held = 0 AND (receipt & 1) = 1 AND visible_at > ?
+		RETURNING queue, id, body, group_id, attributes, sent_at, receive_count`, now, now)
 	if err != nil {
-		return 0, queueDBError(err, "release in-flight messages")
+		return nil, queueDBError(err, "release in-flight messages")
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, queueDBError(err, "release in-flight messages")
+	defer rows.Close()
+	var out []Released
+	for rows.Next() {
+		var (
+			r      Released
+			attrs  sql.NullString
+			sentAt int64
+		)
+		if err := rows.Scan(&r.Queue, &r.ID, &r.Body, &r.GroupID, &attrs, &sentAt, &r.ReceiveCount); err != nil {
+			return nil, queueDBError(err, "release in-flight messages")
+		}
+		if r.Attributes, err = queueDecodeAttributes(attrs); err != nil {
+			return nil, notify.Wrap(notify.EINTERNAL, err, "release in-flight messages: message %s", r.ID)
+		}
+		r.SentAt = time.UnixMilli(sentAt).UTC()
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, queueDBError(err, "release in-flight messages")
 	}
 	for _, st := range q.queues {
-		st.waker.signal(int(n))
+		st.waker.signal(len(out))
 	}
-	return int(n), nil
+	return out, nil
 }
 
 // Close stops the wake-up timers and releases prepared statements. Call it once consumers have

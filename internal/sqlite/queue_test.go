@@ -378,7 +378,7 @@ func TestQueueReleaseInFlight(t *testing.T) {
 	q, db := openTestQueue(t, filepath.Join(t.TempDir(), "queue.db"), testQueueCfgs)
 	ctx := t.Context()
 	for _, body := range []string{"in-flight", "held", "acked", "delayed", "waiting"} {
-		m := notify.OutMessage{Body: []byte(body)}
+		m := notify.OutMessage{Body: []byte(body), Attributes: map[string]string{"body": body}}
 		if body == "delayed" {
 			m.Delay = time.Minute
 		}
@@ -402,9 +402,10 @@ func TestQueueReleaseInFlight(t *testing.T) {
 	}
 
 	// The process "dies"; the next one, alone on the file, releases what was in flight.
-	n, err := q.ReleaseInFlight(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("ReleaseInFlight = %d, %v; want 1 (the received message nobody held)", n, err)
+	rel, err := q.ReleaseInFlight(ctx)
+	if err != nil || len(rel) != 1 || rel[0].Queue != "work" || string(rel[0].Body) != "in-flight" ||
+		rel[0].Attributes["body"] != "in-flight" || rel[0].ReceiveCount != 1 {
+		t.Fatalf("ReleaseInFlight = %+v, %v; want the one received message nobody held", rel, err)
 	}
 	if err := q.ChangeVisibility(ctx, "work", byBody["in-flight"].ReceiptHandle, time.Hour); !notify.IsCode(err, notify.ECONFLICT) {
 		t.Fatalf("the dead receiver's receipt after the release: %v, want ECONFLICT (stale)", err)
@@ -424,8 +425,8 @@ func TestQueueReleaseInFlight(t *testing.T) {
 	if want := []string{"in-flight", "waiting"}; !slices.Equal(bodies, want) {
 		t.Fatalf("visible after the release: %q, want %q (held and delayed keep their time)", bodies, want)
 	}
-	if n, err := q.ReleaseInFlight(ctx); err != nil || n != 2 {
-		t.Fatalf("ReleaseInFlight after a second receive = %d, %v; want the 2 just received", n, err)
+	if rel, err := q.ReleaseInFlight(ctx); err != nil || len(rel) != 2 {
+		t.Fatalf("ReleaseInFlight after a second receive = %d, %v; want the 2 just received", len(rel), err)
 	}
 	var held int
 	if err := db.R.QueryRowContext(ctx, `SELECT count(*) FROM queue_messages WHERE held = 1`).Scan(&held); err != nil || held != 1 {
@@ -460,7 +461,7 @@ func TestQueueAddsTheHeldColumn(t *testing.T) {
 	if err != nil || len(ms) != 1 || string(ms[0].Body) != "old" {
 		t.Fatalf("receive from the old file: %v, %v", ms, err)
 	}
-	if n, err := q.ReleaseInFlight(ctx); err != nil || n != 1 {
-		t.Fatalf("ReleaseInFlight = %d, %v; want 1", n, err)
+	if rel, err := q.ReleaseInFlight(ctx); err != nil || len(rel) != 1 {
+		t.Fatalf("ReleaseInFlight = %d, %v; want 1", len(rel), err)
 	}
 }

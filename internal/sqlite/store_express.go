@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"herald/internal/notify"
 )
@@ -141,6 +142,46 @@ func (s *Store) HandOverExpress(ctx context.Context, id string, updates []notify
 		return fmt.Errorf("sqlite: hand over express %s: %w", id, err)
 	}
 	return nil
+}
+
+// ReleaseExpressLeases ends the running lease of each of ids that is an express notification
+// still PROCESSING, and returns how many it ended: the next look at one (its ingest message,
+// redelivered) finds the send interrupted and hands it to the stage queues at once, as it would
+// once the lease ran out. Other ids, and unknown ones, are left as they are. Like
+// ReleaseBatchLeases, only for a process that knows no worker of the file is alive: a live
+// worker's send would be sent twice. Express sends have no verdicts to come (AlimTalk never goes
+// express), so a SENDING express delivery is one whose send was cut short.
+func (s *Store) ReleaseExpressLeases(ctx context.Context, ids []string, now time.Time) (int, error) {
+	n := 0
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		for _, id := range ids {
+			status, x, err := readExpress(ctx, tx, id)
+			if notify.IsCode(err, notify.ENOTFOUND) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if x == nil || status != notify.StatusProcessing || !x.Lease.After(now) {
+				continue
+			}
+			x.Lease = now
+			b, err := json.Marshal(x)
+			if err != nil {
+				return fmt.Errorf("encode express deliveries: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE notifications SET express = ? WHERE id = ?`, b, id); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: release express leases: %w", err)
+	}
+	return n, nil
 }
 
 // listExpress serves ListDeliveries for a notification whose deliveries are still in its row;

@@ -470,3 +470,55 @@ func TestStoreReleaseBatchLeases(t *testing.T) {
 		t.Fatalf("claim of the done batch = %+v, %v; want DONE", c, err)
 	}
 }
+
+// An express notification a dead worker was sending can be handed over at once after
+// ReleaseExpressLeases; a final one, an ordinary one and an unknown id are left as they are.
+func TestStoreReleaseExpressLeases(t *testing.T) {
+	t.Parallel()
+	s, _ := openTestStore(t)
+	ctx := t.Context()
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	express := func(id string, status notify.NotificationStatus) *notify.Notification {
+		push := notify.Delivery{ID: notify.DeliveryID(id, notify.ChannelPush, "tok-"+id), NotificationID: id, UserID: "u1",
+			Channel: notify.ChannelPush, Provider: notify.ProviderFCM, App: "default", AddressMasked: "tok-…",
+			Status: notify.DeliverySending, Attempts: 1, LeaseUntil: now.Add(time.Minute), UpdatedAt: now}
+		if status.Final() {
+			push.Status, push.LeaseUntil = notify.DeliverySent, time.Time{}
+		}
+		n := &notify.Notification{ID: id, Service: "shop", Category: notify.CategoryTransactional, Status: status,
+			Channels: []notify.Channel{notify.ChannelPush}, Recipients: []notify.Recipient{{UserID: "u1"}},
+			Express: &notify.Express{Deliveries: []notify.Delivery{push}, Lease: push.LeaseUntil},
+			Stats:   notify.Stats{ChunksTotal: 1, ChunksPrepared: 1}, CreatedAt: now, UpdatedAt: now}
+		if _, _, err := s.CreateNotification(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	inFlight := express("n_inflight", notify.StatusProcessing)
+	done := express("n_done", notify.StatusSent)
+	plain := &notify.Notification{ID: "n_plain", Service: "shop", Status: notify.StatusProcessing, CreatedAt: now, UpdatedAt: now}
+	if _, _, err := s.CreateNotification(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(5 * time.Second)
+	k, err := s.ReleaseExpressLeases(ctx, []string{inFlight.ID, done.ID, plain.ID, "n_unknown"}, later)
+	if err != nil || k != 1 {
+		t.Fatalf("ReleaseExpressLeases = %d, %v; want 1 (the express send in flight)", k, err)
+	}
+	got, err := s.GetNotification(ctx, inFlight.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Express == nil || got.Express.Lease.After(later) || got.Status != notify.StatusProcessing {
+		t.Fatalf("in-flight express after the release: status %s, express %+v; want its lease ended by %v", got.Status, got.Express, later)
+	}
+	if d := got.Express.Deliveries[0]; d.Status != notify.DeliverySending || d.LeaseUntil.After(later) {
+		t.Fatalf("its delivery: %+v; want SENDING under the ended lease", d)
+	}
+	if again, err := s.ReleaseExpressLeases(ctx, []string{inFlight.ID}, later); err != nil || again != 0 {
+		t.Fatalf("a second release = %d, %v; want 0", again, err)
+	}
+	if got, err := s.GetNotification(ctx, done.ID); err != nil || got.Status != notify.StatusSent || got.Express == nil || !got.Express.Lease.IsZero() {
+		t.Fatalf("the final express notification: %+v, %v", got, err)
+	}
+}
