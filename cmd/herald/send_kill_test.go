@@ -36,6 +36,39 @@ contacts:
   encryption_key: aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=
 `
 
+// sendKillHerald is a `herald dev` on sendKillConfig, in a data directory of its own.
+type sendKillHerald struct {
+	data, cfgPath, addr, base string
+	logs                      *killLog
+	p                         *proc
+}
+
+func startSendKillHerald(t *testing.T) sendKillHerald {
+	t.Helper()
+	dir := t.TempDir()
+	h := sendKillHerald{data: filepath.Join(dir, "data"), cfgPath: filepath.Join(dir, "herald.yaml"), addr: freeAddr(t), logs: newKillLog()}
+	if err := os.WriteFile(h.cfgPath, []byte(sendKillConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.base = "http://" + h.addr
+	h.p = startKillHerald(t, h.addr, h.data, h.cfgPath, h.logs)
+	return h
+}
+
+// killAfter sends SIGKILL once the sandbox has recorded n pushes (or after a minute), waits
+// for the process to end, and returns how many it had recorded by then.
+func (h sendKillHerald) killAfter(t *testing.T, n int) int {
+	t.Helper()
+	rt := &recordTail{path: filepath.Join(h.data, "sandbox-deliveries.jsonl")}
+	deadline := time.Now().Add(60 * time.Second)
+	for rt.lines(t) < n && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	_ = h.p.cmd.Process.Signal(syscall.SIGKILL)
+	<-h.p.done
+	return rt.lines(t)
+}
+
 // TestSendKilledMidSendResumesAtRestart: `herald dev` killed with SIGKILL while a 5,000-token
 // transactional push is being sent, then started again on the same data directory. The restart
 // releases what the dead process held (its received queue messages, its claimed send batches), so
@@ -47,17 +80,9 @@ func TestSendKilledMidSendResumesAtRestart(t *testing.T) {
 		t.Skip("starts and kills the herald binary; skipped with -short")
 	}
 	const tokens = 5000
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	cfgPath := filepath.Join(dir, "herald.yaml")
-	if err := os.WriteFile(cfgPath, []byte(sendKillConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	base := "http://" + addr
+	h := startSendKillHerald(t)
+	data, cfgPath, addr, base, logs, p := h.data, h.cfgPath, h.addr, h.base, h.logs, h.p
 	client := &http.Client{Timeout: 30 * time.Second}
-	logs := newKillLog()
-	p := startKillHerald(t, addr, data, cfgPath, logs)
 
 	// A second process on the same directory would take the first one's work: refused.
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -79,14 +104,7 @@ func TestSendKilledMidSendResumesAtRestart(t *testing.T) {
 		t.Fatalf("POST /v1/notifications: %d %+v", code, acc)
 	}
 	recordFile := filepath.Join(data, "sandbox-deliveries.jsonl")
-	rt := &recordTail{path: recordFile}
-	deadline := time.Now().Add(60 * time.Second)
-	for rt.lines(t) < 1000 && time.Now().Before(deadline) {
-		time.Sleep(2 * time.Millisecond)
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-	atKill := rt.lines(t)
+	atKill := h.killAfter(t, 1000)
 	if atKill >= tokens {
 		t.Skipf("all %d pushes were out before the kill landed: nothing was in flight", atKill)
 	}
@@ -142,16 +160,8 @@ func TestSingleSendsKilledResumeAtRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills the herald binary; skipped with -short")
 	}
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	cfgPath := filepath.Join(dir, "herald.yaml")
-	if err := os.WriteFile(cfgPath, []byte(sendKillConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	base := "http://" + addr
-	logs := newKillLog()
-	p := startKillHerald(t, addr, data, cfgPath, logs)
+	h := startSendKillHerald(t)
+	data, cfgPath, addr, base, logs := h.data, h.cfgPath, h.addr, h.base, h.logs
 
 	const clients = 32
 	var (
@@ -191,16 +201,9 @@ func TestSingleSendsKilledResumeAtRestart(t *testing.T) {
 		}()
 	}
 	recordFile := filepath.Join(data, "sandbox-deliveries.jsonl")
-	rt := &recordTail{path: recordFile}
-	deadline := time.Now().Add(60 * time.Second)
-	for rt.lines(t) < 2000 && time.Now().Before(deadline) {
-		time.Sleep(2 * time.Millisecond)
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+	atKill := h.killAfter(t, 2000)
 	close(stop)
 	wg.Wait()
-	atKill := rt.lines(t)
 
 	restarted := time.Now()
 	startKillHerald(t, addr, data, cfgPath, logs)
