@@ -179,18 +179,10 @@ func (q *Queue) ReleaseInFlight(ctx context.Context) ([]Released, error) {
 	defer rows.Close()
 	var out []Released
 	for rows.Next() {
-		var (
-			r      Released
-			attrs  sql.NullString
-			sentAt int64
-		)
-		if err := rows.Scan(&r.Queue, &r.ID, &r.Body, &r.GroupID, &attrs, &sentAt, &r.ReceiveCount); err != nil {
-			return nil, queueDBError(err, "release in-flight messages")
+		var r Released
+		if r.Message, err = queueScanMessage(rows, "release in-flight messages", &r.Queue); err != nil {
+			return nil, err
 		}
-		if r.Attributes, err = queueDecodeAttributes(attrs); err != nil {
-			return nil, notify.Wrap(notify.EINTERNAL, err, "release in-flight messages: message %s", r.ID)
-		}
-		r.SentAt = time.UnixMilli(sentAt).UTC()
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -622,18 +614,10 @@ func (q *Queue) Peek(ctx context.Context, queue string, max int) ([]notify.Messa
 	defer rows.Close()
 	var out []notify.Message
 	for rows.Next() {
-		var (
-			m      notify.Message
-			attrs  sql.NullString
-			sentAt int64
-		)
-		if err := rows.Scan(&m.ID, &m.Body, &m.GroupID, &attrs, &sentAt, &m.ReceiveCount); err != nil {
-			return nil, queueDBError(err, "peek %s", queue)
+		m, err := queueScanMessage(rows, "peek "+queue)
+		if err != nil {
+			return nil, err
 		}
-		if m.Attributes, err = queueDecodeAttributes(attrs); err != nil {
-			return nil, notify.Wrap(notify.EINTERNAL, err, "peek %s: message %s", queue, m.ID)
-		}
-		m.SentAt = time.UnixMilli(sentAt).UTC()
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
@@ -785,6 +769,25 @@ func queueEncodeAttributes(attrs map[string]string) (any, error) {
 		return nil, err
 	}
 	return string(b), nil
+}
+
+// queueScanMessage reads a row whose last columns are id, body, group_id, attributes, sent_at and
+// receive_count, its first ones into lead; op names the operation in errors.
+func queueScanMessage(rows *sql.Rows, op string, lead ...any) (notify.Message, error) {
+	var (
+		m      notify.Message
+		attrs  sql.NullString
+		sentAt int64
+	)
+	if err := rows.Scan(append(lead, &m.ID, &m.Body, &m.GroupID, &attrs, &sentAt, &m.ReceiveCount)...); err != nil {
+		return m, queueDBError(err, "%s", op)
+	}
+	var err error
+	if m.Attributes, err = queueDecodeAttributes(attrs); err != nil {
+		return m, notify.Wrap(notify.EINTERNAL, err, "%s: message %s", op, m.ID)
+	}
+	m.SentAt = time.UnixMilli(sentAt).UTC()
+	return m, nil
 }
 
 func queueDecodeAttributes(s sql.NullString) (map[string]string, error) {
