@@ -155,6 +155,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		if err := r.releaseInFlight(ctx); err != nil {
 			return nil, err
 		}
+	} else {
+		o.Logger.Warn("the data directory cannot be locked here: work in flight when a run is killed comes back after its visibility timeouts and leases", "data", o.DataDir)
 	}
 
 	if o.Config.Sandbox {
