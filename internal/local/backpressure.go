@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,7 +36,7 @@ func newBackpressure(p notify.Producer, depth func(context.Context, string) (int
 }
 
 func (b *backpressure) Send(ctx context.Context, queue string, msgs ...notify.OutMessage) error {
-	if b.limit > 0 && strings.HasPrefix(queue, notify.IngestQueue("")) {
+	if b.limit > 0 && notify.IsIngestQueue(queue) {
 		deadline := time.Now().Add(b.maxWait)
 		for b.behind(ctx, queue) && time.Now().Before(deadline) && ctx.Err() == nil {
 			time.Sleep(2 * time.Millisecond)

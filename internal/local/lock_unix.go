@@ -24,10 +24,10 @@ func lockDataDir(dir string) (release func() error, exclusive bool, err error) {
 		return nil, false, fmt.Errorf("local: data dir lock: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(name)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			holder := "another process"
+			b, _ := os.ReadFile(name) // the holder's pid, as it wrote it
 			if pid := strings.TrimSpace(string(b)); pid != "" {
 				holder += " (pid " + pid + ")"
 			}

@@ -5,10 +5,8 @@
 package local
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -435,7 +433,7 @@ func (r *Runtime) releaseInFlight(ctx context.Context) error {
 	}
 	var ids []string
 	for _, m := range msgs {
-		if strings.HasPrefix(m.Queue, notify.IngestQueue("")) {
+		if notify.IsIngestQueue(m.Queue) {
 			ids = append(ids, ingestedIDs(m.Message)...)
 		}
 	}
@@ -456,8 +454,8 @@ func ingestedIDs(m notify.Message) []string {
 	if id := m.Attributes[notify.AttrNotificationID]; id != "" {
 		return []string{id}
 	}
-	var b notify.SendBatch
-	if !bytes.Contains(m.Body, []byte(`"attributes"`)) || json.Unmarshal(m.Body, &b) != nil {
+	b, ok, err := notify.SendBatchIn(m.Body)
+	if !ok || err != nil {
 		return nil
 	}
 	var ids []string

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,26 @@ import (
 type SendBatch struct {
 	Notifications []json.RawMessage   `json:"notifications"`
 	Attributes    []map[string]string `json:"attributes,omitempty"`
+}
+
+// SendBatchIn tells an ingest message's body that carries a SendBatch — a JSON object with a
+// "notifications" key, which no SendRequest has — from any other (ok false), and decodes it,
+// refusing unknown fields: err is the decoding's error when ok and the body is no SendBatch.
+func SendBatchIn(body []byte) (b *SendBatch, ok bool, err error) {
+	if !bytes.Contains(body, []byte(`"notifications"`)) {
+		return nil, false, nil
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil || top["notifications"] == nil {
+		return nil, false, nil
+	}
+	b = new(SendBatch)
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(b); err != nil {
+		return nil, true, err
+	}
+	return b, true, nil
 }
 
 // MaxSendBatch is the most requests one SendBatch carries.

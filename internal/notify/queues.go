@@ -1,6 +1,9 @@
 package notify
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Stage names. Each stage has its own queue (per lane where it has lanes) and DLQ.
 const (
@@ -18,6 +21,9 @@ var Lanes = []Lane{LaneRealtime, LaneBulk}
 // IngestQueue is the ingest queue of one service: every service has its own, with its own
 // maximum concurrency, so one service's burst never starves another.
 func IngestQueue(service string) string { return "ingest-" + service }
+
+// IsIngestQueue reports whether queue is a service's ingest queue (IngestQueue).
+func IsIngestQueue(queue string) bool { return strings.HasPrefix(queue, IngestQueue("")) }
 
 // LaneQueue is a stage's queue in one lane (prepare, send, record).
 func LaneQueue(stage string, lane Lane) string { return stage + "-" + string(lane) }

@@ -34,17 +34,11 @@ func (p *Pipeline) ingestOne(ctx context.Context, service string, scheduler noti
 	if f, ok := fireOf(m.Body); ok {
 		return p.fire(ctx, service, scheduler, f)
 	}
-	if bytes.Contains(m.Body, []byte(`"notifications"`)) {
-		var top map[string]json.RawMessage
-		if json.Unmarshal(m.Body, &top) == nil && top["notifications"] != nil {
-			var b notify.SendBatch
-			dec := json.NewDecoder(bytes.NewReader(m.Body))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&b); err != nil {
-				return notify.Wrap(notify.EINVALID, err, "ingest: body is not a SendBatch")
-			}
-			return p.ingestBatch(ctx, service, scheduler, m, &b)
+	if b, ok, err := notify.SendBatchIn(m.Body); ok {
+		if err != nil {
+			return notify.Wrap(notify.EINVALID, err, "ingest: body is not a SendBatch")
 		}
+		return p.ingestBatch(ctx, service, scheduler, m, b)
 	}
 	n, err := p.parseSend(ctx, service, m)
 	if err != nil {
