@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	firebase "firebase.google.com/go/v4"
@@ -274,16 +273,31 @@ func (s *Sender) Send(ctx context.Context, msgs []notify.OutboundMessage) ([]not
 // results. Each token is one request, as in the SDK's SendEachForMulticast, which calls the same
 // Send for each; but that call starts all 50 of its workers whatever the batch, so a single push
 // paid for 49 goroutines with nothing to do (3 % of a stream of single sends' CPU went to
-// starting goroutines). Here notify.Concurrently runs no more workers than a chunk has tokens,
+// starting goroutines). Here notify.Workers runs no more workers than a chunk has tokens,
 // and for a single token none.
 func sendChunk(ctx context.Context, client *messaging.Client, tmpl *messaging.Message, msgs []notify.OutboundMessage, idx []int, results []notify.SendResult) {
-	sendOne := func(i int) {
+	workers := make([]*attempts, min(len(idx), sdkWorkers))
+	defer func() {
+		for _, a := range workers {
+			if a != nil {
+				a.stop()
+			}
+		}
+	}()
+	notify.Workers(len(idx), sdkWorkers, func(w, j int) {
+		a := workers[w]
+		if a == nil {
+			a = &attempts{}
+			a.ctx = context.WithValue(ctx, attemptsKey{}, a)
+			workers[w] = a
+		}
+		i := idx[j]
 		m := *tmpl // the payload's parts are shared, as SendEachForMulticast shares them
 		m.Token = msgs[i].Address
-		sent := new(atomic.Bool)
-		id, err := client.Send(context.WithValue(ctx, sentKey{}, sent), &m)
+		a.sent = false
+		id, err := client.Send(a.ctx, &m)
 		if err != nil {
-			if !sent.Load() && ctx.Err() == nil {
+			if !a.sent && ctx.Err() == nil {
 				// The SDK refused the payload before any request (a malformed image URL, say).
 				err = fmt.Errorf("%w: %w", errRefused, err)
 			}
@@ -291,19 +305,89 @@ func sendChunk(ctx context.Context, client *messaging.Client, tmpl *messaging.Me
 			return
 		}
 		results[i].ProviderMessageID = id
-	}
-	notify.Concurrently(len(idx), sdkWorkers, func(j int) error {
-		sendOne(idx[j])
-		return nil
 	})
 }
 
-// sentKey keys the flag that tells a send whether the SDK made a request for it: an error
-// without one is the SDK refusing the message, where an error after one may follow a delivery.
-type sentKey struct{}
+// attemptsKey keys a worker's attempts in the context of its sends.
+type attemptsKey struct{}
 
-// markingRequests returns hc with every request setting its context's sentKey flag and, when
-// timeout is positive, bounded by it.
+// attempts is one sendChunk worker's requests, one at a time: whether the SDK made a request for
+// the current send (an error without one is the SDK refusing the message, where an error after
+// one may follow a delivery), and each request's deadline. The deadline is a timer and a context
+// per worker, not per request: context.WithTimeout per request cost a timer, a context, its
+// registration with the caller's context and a copy of the request each — 3–4 % of a large
+// send's CPU. The timer is armed when a request starts and disarmed when its body is closed; if
+// it fires first, it cancels the worker's request context (with DeadlineExceeded as the cause),
+// which the next request replaces. The send's own context is not canceled, so the SDK retries a
+// request that ran out of time, as it retries any failed request.
+type attempts struct {
+	ctx  context.Context // the worker's sends' context: the caller's, carrying this
+	sent bool            // a request was made for the current send (the worker's goroutine only)
+
+	mu       sync.Mutex
+	req      context.Context // requests' context, a child of base ended by the timer; nil before the first
+	base     context.Context // the context req was made from
+	cancel   context.CancelCauseFunc
+	deadline time.Time // of the request in flight; zero when none
+	timer    *time.Timer
+}
+
+// arm starts a request made with ctx and returns the context to make it with, which ends
+// timeout from now unless disarm comes first.
+func (a *attempts) arm(ctx context.Context, timeout time.Duration) context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.req == nil || a.base != ctx || a.req.Err() != nil {
+		if a.cancel != nil {
+			a.cancel(context.Canceled)
+		}
+		a.req, a.cancel = context.WithCancelCause(ctx)
+		a.base = ctx
+	}
+	a.deadline = time.Now().Add(timeout)
+	if a.timer == nil {
+		a.timer = time.AfterFunc(timeout, a.expire)
+	} else {
+		a.timer.Reset(timeout)
+	}
+	return a.req
+}
+
+// expire ends the request in flight if its deadline has passed: a timer armed for an earlier
+// request that fires late finds a later deadline, or none, and does nothing.
+func (a *attempts) expire() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.deadline.IsZero() || time.Now().Before(a.deadline) {
+		return
+	}
+	a.deadline = time.Time{}
+	a.cancel(context.DeadlineExceeded)
+}
+
+// disarm ends the deadline of the request in flight: it is done.
+func (a *attempts) disarm() {
+	a.mu.Lock()
+	a.deadline = time.Time{}
+	a.mu.Unlock()
+	a.timer.Stop()
+}
+
+// stop releases the timer and the requests' context once the worker is done.
+func (a *attempts) stop() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.deadline = time.Time{}
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	if a.cancel != nil {
+		a.cancel(context.Canceled)
+	}
+}
+
+// markingRequests returns hc with every request of a sendChunk worker marking its attempts as
+// sent and, when timeout is positive, bounded by it.
 func markingRequests(hc *http.Client, timeout time.Duration) *http.Client {
 	c := *hc
 	if c.Transport == nil {
@@ -313,41 +397,52 @@ func markingRequests(hc *http.Client, timeout time.Duration) *http.Client {
 	return &c
 }
 
-// markingTransport is the sender's transport over the HTTP client's: it sets each request's
-// sentKey flag and, with a timeout, gives the request (each attempt of the SDK's retries) a
-// deadline of its own — what http.Client.Timeout would, without its goroutine per request.
+// markingTransport is the sender's transport over the HTTP client's: it marks each request of
+// a worker's send as made and, with a timeout, gives the request (each attempt of the SDK's
+// retries) a deadline of its own — what http.Client.Timeout would, without its goroutine per
+// request.
 type markingTransport struct {
 	base    http.RoundTripper
 	timeout time.Duration // from the request until its body is closed; none if zero
 }
 
 func (t markingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if sent, ok := r.Context().Value(sentKey{}).(*atomic.Bool); ok {
-		sent.Store(true)
+	a, _ := r.Context().Value(attemptsKey{}).(*attempts)
+	if a != nil {
+		a.sent = true
 	}
 	if t.timeout <= 0 {
 		return t.base.RoundTrip(r)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), t.timeout)
-	resp, err := t.base.RoundTrip(r.WithContext(ctx))
+	if a == nil { // not a worker's request: a deadline of its own
+		ctx, cancel := context.WithTimeout(r.Context(), t.timeout)
+		resp, err := t.base.RoundTrip(r.WithContext(ctx))
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		resp.Body = closeThen{resp.Body, cancel}
+		return resp, nil
+	}
+	resp, err := t.base.RoundTrip(r.WithContext(a.arm(r.Context(), t.timeout)))
 	if err != nil {
-		cancel()
+		a.disarm()
 		return nil, err
 	}
-	resp.Body = cancelOnClose{resp.Body, cancel}
+	resp.Body = closeThen{resp.Body, a.disarm}
 	return resp, nil
 }
 
-// cancelOnClose is a response body whose request's context ends when it is closed: the
-// deadline covers reading it too.
-type cancelOnClose struct {
+// closeThen is a response body that calls then once it is closed: the deadline covers reading
+// it too.
+type closeThen struct {
 	io.ReadCloser
-	cancel context.CancelFunc
+	then func()
 }
 
-func (b cancelOnClose) Close() error {
+func (b closeThen) Close() error {
 	err := b.ReadCloser.Close()
-	b.cancel()
+	b.then()
 	return err
 }
 

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -365,5 +366,71 @@ func TestSendRequestTimeout(t *testing.T) {
 				t.Errorf("%d requests before the caller's deadline, want the first given up and retried", n)
 			}
 		})
+	}
+}
+
+// In a chunk of many sends, the request that hangs is given up and retried on its own: the
+// deadline ends that request, not its worker's later ones nor another worker's, and every
+// other token is sent with one request.
+func TestSendRequestTimeoutInAChunk(t *testing.T) {
+	defer func(d time.Duration) { requestTimeout = d }(requestTimeout)
+	requestTimeout = 200 * time.Millisecond
+	var mu sync.Mutex
+	requests := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Message struct{ Token string } `json:"message"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		tok := body.Message.Token
+		mu.Lock()
+		requests[tok]++
+		first := requests[tok] == 1
+		mu.Unlock()
+		if tok == "tok-stall-0000000" && first {
+			select {
+			case <-r.Context().Done(): // the client gave up on it
+			case <-time.After(3 * time.Second):
+				t.Errorf("the stalled request still open after 3 s")
+			}
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"name":"projects/%s/messages/%s"}`, project, tok)
+	}))
+	t.Cleanup(srv.Close)
+	s, err := New(context.Background(), Config{Apps: map[string]App{"default": {ProjectID: project, Endpoint: srv.URL + "/v1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	msgs := make([]notify.OutboundMessage, 3*sdkWorkers)
+	for i := range msgs {
+		tok := fmt.Sprintf("tok-%04d-0000000", i)
+		if i == 1 {
+			tok = "tok-stall-0000000"
+		}
+		msgs[i] = msg(fmt.Sprintf("d%d", i), tok, notify.Content{Body: "b"})
+	}
+	for _, r := range send(t, s, msgs...) {
+		wantCode(t, r, "")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for tok, n := range requests {
+		want := 1
+		if tok == "tok-stall-0000000" {
+			want = 2
+		}
+		if n != want {
+			t.Errorf("%s: %d requests, want %d", tok, n, want)
+		}
+	}
+	if len(requests) != len(msgs) {
+		t.Errorf("%d tokens requested, want %d", len(requests), len(msgs))
 	}
 }

@@ -10,25 +10,32 @@ import (
 // call runs on the caller's goroutine; otherwise min(n, limit) goroutines each take the next i.
 func Concurrently(n, limit int, fn func(i int) error) []error {
 	errs := make([]error, n)
+	Workers(n, limit, func(_, i int) { errs[i] = fn(i) })
+	return errs
+}
+
+// Workers calls fn(w, i) for every i in [0, n) as Concurrently does, w being the worker making
+// the call: 0 ≤ w < min(n, limit), and one worker makes one call at a time, so fn may keep
+// state per worker in a slice indexed by w. It waits for every call.
+func Workers(n, limit int, fn func(w, i int)) {
 	if n == 1 {
-		errs[0] = fn(0)
-		return errs
+		fn(0, 0)
+		return
 	}
 	if limit <= 0 || limit > n {
 		limit = n
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range limit {
+	for w := range limit {
 		wg.Go(func() {
 			growStack()
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				errs[i] = fn(i)
+				fn(w, i)
 			}
 		})
 	}
 	wg.Wait()
-	return errs
 }
 
 // growStack grows the calling goroutine's stack to 32 KiB in one step. A goroutine starts with

@@ -45,3 +45,34 @@ func TestConcurrently(t *testing.T) {
 		t.Fatalf("n=0: %v", errs)
 	}
 }
+
+// Each worker index is held by one call at a time and stays below min(n, limit), so state kept
+// per worker needs no lock; every i is called once.
+func TestWorkers(t *testing.T) {
+	for _, tc := range []struct{ n, limit, workers int }{{1, 50, 1}, {20, 3, 3}, {5, 50, 5}, {7, 0, 7}} {
+		busy := make([]atomic.Bool, tc.workers)
+		var calls atomic.Int64
+		seen := make([]atomic.Int32, tc.n)
+		notify.Workers(tc.n, tc.limit, func(w, i int) {
+			if w < 0 || w >= tc.workers {
+				t.Errorf("n %d limit %d: worker %d", tc.n, tc.limit, w)
+				return
+			}
+			if !busy[w].CompareAndSwap(false, true) {
+				t.Errorf("n %d limit %d: worker %d in two calls at once", tc.n, tc.limit, w)
+			}
+			time.Sleep(time.Millisecond)
+			busy[w].Store(false)
+			calls.Add(1)
+			seen[i].Add(1)
+		})
+		if calls.Load() != int64(tc.n) {
+			t.Errorf("n %d limit %d: %d calls", tc.n, tc.limit, calls.Load())
+		}
+		for i := range seen {
+			if seen[i].Load() != 1 {
+				t.Errorf("n %d limit %d: i=%d called %d times", tc.n, tc.limit, i, seen[i].Load())
+			}
+		}
+	}
+}
