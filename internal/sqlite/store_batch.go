@@ -260,29 +260,37 @@ func recordDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds
 // deliveryWidth is how many columns deliveryColumns names.
 const deliveryWidth = 14
 
-// recordedValues returns the VALUES rows that store ds (deliveryColumns, deliveryWidth values a
-// row) and their arguments. d.Address is deliberately not bound: only the masked form is
-// persisted. A column whose value is the same in every row — the notification, channel,
-// provider, app, attempt and time, and for a batch that went out whole its status and empty
-// reason and detail — is bound once, as a numbered parameter every row names; the others once a
-// row, as plain ?s: SQLite looks a parameter's name up in a list of every numbered one, so
-// numbering them all made binding quadratic. Binding is most of what storing a batch costs
-// outside SQLite's own work (a fifth of BenchmarkRecordBatch500 with every value bound once a
-// row), and a batch of 500 has 7,000 values.
+// recordedValues returns the VALUES rows that store ds as recorded outcomes (no lease) and their
+// arguments (deliveryValues).
 func recordedValues(notificationID string, ds []notify.Delivery, at time.Time) (string, []any) {
-	row := func(d *notify.Delivery) [deliveryWidth]any {
+	rows := make([][deliveryWidth]any, len(ds))
+	for i := range ds {
+		d := &ds[i]
 		updated := d.UpdatedAt
 		if updated.IsZero() {
 			updated = at
 		}
-		return [deliveryWidth]any{d.ID, notificationID, d.UserID, string(d.Channel), string(d.Provider), d.App,
-			d.AddressMasked, string(d.Status), d.Reason, d.Detail, d.Attempts, d.ProviderMessageID, int64(0), nanosOf(updated)}
+		rows[i] = deliveryRow(notificationID, d, d.Status, time.Time{}, updated)
 	}
-	rows := make([][deliveryWidth]any, len(ds))
+	return deliveryValues(rows)
+}
+
+// deliveryRow is d's values for deliveryColumns with the given status, lease and update time.
+// d.Address is deliberately not bound: only the masked form is persisted.
+func deliveryRow(notificationID string, d *notify.Delivery, status notify.DeliveryStatus, lease, updated time.Time) [deliveryWidth]any {
+	return [deliveryWidth]any{d.ID, notificationID, d.UserID, string(d.Channel), string(d.Provider), d.App,
+		d.AddressMasked, string(status), d.Reason, d.Detail, d.Attempts, d.ProviderMessageID, nanosOf(lease), nanosOf(updated)}
+}
+
+// deliveryValues returns VALUES rows for deliveryColumns and their arguments. A column whose
+// value is the same in every row — the notification, channel, provider, app, attempt and time,
+// and for a batch that went out whole its status and empty reason and detail — is bound once, as
+// a named parameter every row names; the others once a row, as plain ?s: SQLite finds a
+// parameter's name in a list of every named one, so naming them all made binding quadratic.
+// Binding is most of what storing a batch costs outside SQLite's own work (two fifths of
+// recordDeliveries' CPU with every value bound once a row), and a batch of 500 has 7,000 values.
+func deliveryValues(rows [][deliveryWidth]any) (string, []any) {
 	var shared [deliveryWidth]bool
-	for i := range ds {
-		rows[i] = row(&ds[i])
-	}
 	for c := range deliveryWidth {
 		shared[c] = true
 		for i := 1; i < len(rows) && shared[c]; i++ {

@@ -109,9 +109,9 @@ func (s *Store) CreateDeliveries(ctx context.Context, notificationID string, chu
 // inserted: its outcome counts into delta, and whether it is PENDING into isPending.
 func insertDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds []notify.Delivery, now time.Time,
 	delta map[notify.Channel]notify.ChannelStats, isPending map[string]bool) (int, error) {
-	const width = 14
-	args := make([]any, 0, len(ds)*width)
-	for _, d := range ds {
+	vals := make([][deliveryWidth]any, len(ds))
+	for i := range ds {
+		d := &ds[i]
 		st := d.Status
 		if st == "" {
 			st = notify.DeliveryPending
@@ -120,13 +120,11 @@ func insertDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds
 		if updated.IsZero() {
 			updated = now
 		}
-		// d.Address is deliberately not bound: only the masked form is persisted.
-		args = append(args, d.ID, notificationID, d.UserID, string(d.Channel), string(d.Provider), d.App,
-			d.AddressMasked, string(st), d.Reason, d.Detail, d.Attempts, d.ProviderMessageID,
-			nanosOf(d.LeaseUntil), nanosOf(updated))
+		vals[i] = deliveryRow(notificationID, d, st, d.LeaseUntil, updated)
 	}
-	rows, err := tx.QueryContext(ctx, `INSERT INTO deliveries (`+deliveryColumns+`) VALUES `+
-		sqlTuples(len(ds), width)+` ON CONFLICT (notification_id, id) DO NOTHING RETURNING id, channel, status, reason`, args...)
+	values, args := deliveryValues(vals)
+	rows, err := tx.QueryContext(ctx, `INSERT INTO deliveries (`+deliveryColumns+`) VALUES `+values+
+		` ON CONFLICT (notification_id, id) DO NOTHING RETURNING id, channel, status, reason`, args...)
 	if err != nil {
 		return 0, fmt.Errorf("insert deliveries: %w", err)
 	}
