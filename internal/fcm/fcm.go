@@ -407,42 +407,35 @@ type markingTransport struct {
 }
 
 func (t markingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	// Every request of the sender's client is a sendChunk worker's: the SDK makes it with the
+	// worker's context. One made otherwise is passed through as it is.
 	a, _ := r.Context().Value(attemptsKey{}).(*attempts)
-	if a != nil {
-		a.sent = true
-	}
-	if t.timeout <= 0 {
+	if a == nil {
 		return t.base.RoundTrip(r)
 	}
-	if a == nil { // not a worker's request: a deadline of its own
-		ctx, cancel := context.WithTimeout(r.Context(), t.timeout)
-		resp, err := t.base.RoundTrip(r.WithContext(ctx))
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		resp.Body = closeThen{resp.Body, cancel}
-		return resp, nil
+	a.sent = true
+	if t.timeout <= 0 {
+		return t.base.RoundTrip(r)
 	}
 	resp, err := t.base.RoundTrip(r.WithContext(a.arm(r.Context(), t.timeout)))
 	if err != nil {
 		a.disarm()
 		return nil, err
 	}
-	resp.Body = closeThen{resp.Body, a.disarm}
+	resp.Body = disarmOnClose{resp.Body, a}
 	return resp, nil
 }
 
-// closeThen is a response body that calls then once it is closed: the deadline covers reading
-// it too.
-type closeThen struct {
+// disarmOnClose is a response body whose request's deadline ends when it is closed: the
+// deadline covers reading it too.
+type disarmOnClose struct {
 	io.ReadCloser
-	then func()
+	a *attempts
 }
 
-func (b closeThen) Close() error {
+func (b disarmOnClose) Close() error {
 	err := b.ReadCloser.Close()
-	b.then()
+	b.a.disarm()
 	return err
 }
 
