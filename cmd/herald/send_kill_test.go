@@ -110,7 +110,7 @@ func TestSendKilledMidSendResumesAtRestart(t *testing.T) {
 	}
 
 	restarted := time.Now()
-	p = startKillHerald(t, addr, data, cfgPath, logs)
+	startKillHerald(t, addr, data, cfgPath, logs)
 	var st struct{ Status string }
 	for {
 		st.Status = ""

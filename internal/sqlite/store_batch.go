@@ -265,19 +265,18 @@ const deliveryWidth = 14
 func recordedValues(notificationID string, ds []notify.Delivery, at time.Time) (string, []any) {
 	rows := make([][deliveryWidth]any, len(ds))
 	for i := range ds {
-		d := &ds[i]
-		updated := d.UpdatedAt
-		if updated.IsZero() {
-			updated = at
-		}
-		rows[i] = deliveryRow(notificationID, d, d.Status, time.Time{}, updated)
+		rows[i] = deliveryRow(notificationID, &ds[i], ds[i].Status, time.Time{}, at)
 	}
 	return deliveryValues(rows)
 }
 
-// deliveryRow is d's values for deliveryColumns with the given status, lease and update time.
-// d.Address is deliberately not bound: only the masked form is persisted.
-func deliveryRow(notificationID string, d *notify.Delivery, status notify.DeliveryStatus, lease, updated time.Time) [deliveryWidth]any {
+// deliveryRow is d's values for deliveryColumns with the given status and lease, updated at
+// d.UpdatedAt or else at. d.Address is deliberately not bound: only the masked form is persisted.
+func deliveryRow(notificationID string, d *notify.Delivery, status notify.DeliveryStatus, lease, at time.Time) [deliveryWidth]any {
+	updated := d.UpdatedAt
+	if updated.IsZero() {
+		updated = at
+	}
 	return [deliveryWidth]any{d.ID, notificationID, d.UserID, string(d.Channel), string(d.Provider), d.App,
 		d.AddressMasked, string(status), d.Reason, d.Detail, d.Attempts, d.ProviderMessageID, nanosOf(lease), nanosOf(updated)}
 }

@@ -116,11 +116,7 @@ func insertDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds
 		if st == "" {
 			st = notify.DeliveryPending
 		}
-		updated := d.UpdatedAt
-		if updated.IsZero() {
-			updated = now
-		}
-		vals[i] = deliveryRow(notificationID, d, st, d.LeaseUntil, updated)
+		vals[i] = deliveryRow(notificationID, d, st, d.LeaseUntil, now)
 	}
 	values, args := deliveryValues(vals)
 	rows, err := tx.QueryContext(ctx, `INSERT INTO deliveries (`+deliveryColumns+`) VALUES `+values+
