@@ -58,7 +58,15 @@ func TestKeepCollectsLessAndStopRestores(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100)) // the test binary's own GOGC, whatever it is
 	debug.SetGCPercent(100)
 	runtime.GC()
-	without := churn(512 << 20)
+	// The baseline is the most of up to three runs: on a busy machine a cycle's mark phase can
+	// last while so much garbage is allocated that one cycle spans what would be many (a CI run
+	// once counted 9 collections without a floor, against 75–175 otherwise).
+	var without uint64
+	for range 3 {
+		if without = max(without, churn(512<<20)); without >= 32 {
+			break
+		}
+	}
 
 	stop := Keep(128 << 20)
 	runtime.GC() // the first cycle arms the floor for the ones after it
