@@ -156,7 +156,9 @@ real-time latency idle and during the campaign, and the store rows written per r
 			}
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		// As a console would, but more often: reading a campaign counts what is left of its
+		// audience, which is work the probes compete with. The wall time is the sandbox's.
+		time.Sleep(250 * time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond) // a late duplicate would show up here
 	distinct, total, _ := w.campaignCounts()

@@ -169,7 +169,7 @@ type Window struct {
 // transition's ECONFLICT makes it look again.
 func (s *Steps) CheckWindow(ctx context.Context, id string) (Window, error) {
 	for range 3 {
-		c, err := s.d.Campaigns.GetCampaign(ctx, id)
+		c, err := s.d.Campaigns.LoadCampaign(ctx, id)
 		if err != nil {
 			return Window{}, fmt.Errorf("check window %s: %w", id, err)
 		}
@@ -304,7 +304,7 @@ func (s *Steps) SaveCursor(ctx context.Context, id string, p Page) error {
 
 // putBroadcast stores campaign id's inbox broadcast, if it has one.
 func (s *Steps) putBroadcast(ctx context.Context, id string) error {
-	c, err := s.d.Campaigns.GetCampaign(ctx, id)
+	c, err := s.d.Campaigns.LoadCampaign(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -400,7 +400,7 @@ func (s *Steps) chunks(members int) int { return (members + s.chunk - 1) / s.chu
 // moves to PROCESSING (record finalizes it once every delivery has ended) and the campaign to
 // COMPLETED. It is idempotent. ECONFLICT if the campaign is not finished dispatching.
 func (s *Steps) Finish(ctx context.Context, id string) error {
-	c, err := s.d.Campaigns.GetCampaign(ctx, id)
+	c, err := s.d.Campaigns.LoadCampaign(ctx, id)
 	if err != nil {
 		return fmt.Errorf("finish %s: %w", id, err)
 	}
@@ -456,7 +456,7 @@ func (s *Steps) markFailed(ctx context.Context, c *notify.Campaign, err error) b
 	if ferr != nil {
 		s.d.Logger.ErrorContext(ctx, "mark campaign failed", "campaign_id", c.ID, "error", ferr)
 	}
-	if cur, gerr := s.d.Campaigns.GetCampaign(ctx, c.ID); gerr == nil {
+	if cur, gerr := s.d.Campaigns.LoadCampaign(ctx, c.ID); gerr == nil {
 		c = cur // c may predate the failing step's pages; the event counts the members reached
 	}
 	s.emit(ctx, notify.Event{Type: notify.EventCampaignFailed, Time: s.d.Clock.Now(), Service: c.Service,
@@ -509,7 +509,7 @@ func (s *Steps) Cancel(ctx context.Context, id string) error {
 		}
 		// Canceled before: finish what that cancel may not have (a retry repairs), and still
 		// say it was not this call that canceled it.
-		c, gerr := s.d.Campaigns.GetCampaign(ctx, id)
+		c, gerr := s.d.Campaigns.LoadCampaign(ctx, id)
 		if gerr != nil || c.State != notify.CampaignCanceled {
 			return err
 		}
@@ -554,7 +554,7 @@ func (s *Steps) Step(ctx context.Context, id string) (Window, error) {
 	if err != nil || w.Action != ActionRun {
 		return w, err
 	}
-	c, err := s.d.Campaigns.GetCampaign(ctx, id)
+	c, err := s.d.Campaigns.LoadCampaign(ctx, id)
 	if err != nil {
 		return Window{}, fmt.Errorf("step %s: %w", id, err)
 	}

@@ -119,7 +119,7 @@ func (x *Control) GetCampaign(ctx context.Context, id string) (*notify.Campaign,
 // campaign no longer waiting, while the old fire, armed for the old time, is stale (FireCampaign)
 // once the store has the new one. ECONFLICT unless SCHEDULED.
 func (x *Control) Reschedule(ctx context.Context, id string, at time.Time) error {
-	c, err := x.Steps.d.Campaigns.GetCampaign(ctx, id)
+	c, err := x.Steps.d.Campaigns.LoadCampaign(ctx, id)
 	if err != nil {
 		return fmt.Errorf("reschedule campaign %s: %w", id, err)
 	}
@@ -156,7 +156,7 @@ func (x *Control) Resume(ctx context.Context, id string) error {
 		return fmt.Errorf("resume %s: %w", id, err)
 	}
 	if rerr != nil {
-		c, err := x.Steps.d.Campaigns.GetCampaign(ctx, id)
+		c, err := x.Steps.d.Campaigns.LoadCampaign(ctx, id)
 		if err != nil {
 			return fmt.Errorf("resume %s: %w", id, err)
 		}
@@ -180,7 +180,7 @@ func (x *Control) Resume(ctx context.Context, id string) error {
 // one write, so CheckWindow does not wait for the old time. A fire for a paused or ended
 // campaign does nothing; a repeated fire starts nothing new (generation 0 already exists).
 func (x *Control) FireCampaign(ctx context.Context, service string, f notify.FireMessage) (campaign bool, err error) {
-	c, err := x.Steps.d.Campaigns.GetCampaign(ctx, f.Fire)
+	c, err := x.Steps.d.Campaigns.LoadCampaign(ctx, f.Fire)
 	if notify.IsCode(err, notify.ENOTFOUND) {
 		return false, nil
 	}
@@ -209,7 +209,7 @@ func (x *Control) FireCampaign(ctx context.Context, service string, f notify.Fir
 				return true, fmt.Errorf("fire campaign %s: %w", c.ID, err)
 			}
 			if err != nil { // canceled, paused or started meanwhile: decide on what it is now
-				if c, err = x.Steps.d.Campaigns.GetCampaign(ctx, c.ID); err != nil {
+				if c, err = x.Steps.d.Campaigns.LoadCampaign(ctx, c.ID); err != nil {
 					return true, fmt.Errorf("fire campaign %s: %w", f.Fire, err)
 				}
 			} else {

@@ -150,7 +150,7 @@ func (m *Machine) Run(ctx context.Context, step string, st MachineState) (Machin
 		return st, notify.Errorf(notify.EINVALID, "unknown campaign step %q (CheckWindow, FetchPage, SaveCursor, Fail)", step)
 	}
 	if err != nil && !notify.IsRetryable(err) && !notify.IsCode(err, notify.ECONFLICT) && ctx.Err() == nil {
-		if c, gerr := m.steps.d.Campaigns.GetCampaign(ctx, st.CampaignID); gerr == nil {
+		if c, gerr := m.steps.d.Campaigns.LoadCampaign(ctx, st.CampaignID); gerr == nil {
 			m.steps.Fail(ctx, c, err)
 		}
 	}
@@ -207,7 +207,7 @@ func (m *Machine) fetchPage(ctx context.Context, st MachineState) (MachineState,
 	s := m.steps
 	st.Batches, st.Enqueued = []json.RawMessage{}, 0
 	for range 3 {
-		c, err := s.d.Campaigns.GetCampaign(ctx, st.CampaignID)
+		c, err := s.d.Campaigns.LoadCampaign(ctx, st.CampaignID)
 		if err != nil {
 			return st, fmt.Errorf("fetch page %s: %w", st.CampaignID, err)
 		}
@@ -260,7 +260,7 @@ func (m *Machine) fetchPage(ctx context.Context, st MachineState) (MachineState,
 func (m *Machine) saveCursor(ctx context.Context, st MachineState) (MachineState, error) {
 	s := m.steps
 	for range 3 {
-		c, err := s.d.Campaigns.GetCampaign(ctx, st.CampaignID)
+		c, err := s.d.Campaigns.LoadCampaign(ctx, st.CampaignID)
 		if err != nil {
 			return st, fmt.Errorf("save cursor %s: %w", st.CampaignID, err)
 		}
@@ -301,7 +301,7 @@ const maxCause = 300
 // machine's retries are spent, so for the campaign it is final. A campaign already ended
 // (canceled, completed) is left as it is.
 func (m *Machine) fail(ctx context.Context, st MachineState) (MachineState, error) {
-	c, err := m.steps.d.Campaigns.GetCampaign(ctx, st.CampaignID)
+	c, err := m.steps.d.Campaigns.LoadCampaign(ctx, st.CampaignID)
 	if err != nil {
 		return st, fmt.Errorf("fail %s: %w", st.CampaignID, err)
 	}

@@ -243,6 +243,15 @@ func (s *Store) GetCampaign(ctx context.Context, id string) (*notify.Campaign, e
 	return c, nil
 }
 
+// LoadCampaign implements notify.CampaignStore: the campaign item alone, one consistent read.
+func (s *Store) LoadCampaign(ctx context.Context, id string) (*notify.Campaign, error) {
+	c, err := s.readCampaign(ctx, id)
+	if err != nil {
+		return nil, wrapErr("load campaign "+id, err)
+	}
+	return c, nil
+}
+
 // ListCampaigns implements notify.CampaignStore: a consistent Query of the listing partition
 // (oldest first), then a consistent BatchGetItem of the campaigns, whose state is the truth.
 func (s *Store) ListCampaigns(ctx context.Context, states ...notify.CampaignState) ([]*notify.Campaign, error) {

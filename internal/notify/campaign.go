@@ -321,6 +321,11 @@ type CampaignStore interface {
 	CreateCampaign(ctx context.Context, c *Campaign) (stored *Campaign, created bool, err error)
 	// GetCampaign returns the campaign with Progress read from its notification. ENOTFOUND.
 	GetCampaign(ctx context.Context, id string) (*Campaign, error)
+	// LoadCampaign returns the campaign as GetCampaign does but with Progress left zero: its own
+	// record only, without the notification's counters or the audience's Remaining, which can
+	// cost as much as reading the audience. The steps, which read the campaign at every page and
+	// never its progress, use it. ENOTFOUND.
+	LoadCampaign(ctx context.Context, id string) (*Campaign, error)
 	// ListCampaigns returns the campaigns in any of states (all when none), oldest first, with
 	// Progress left zero.
 	ListCampaigns(ctx context.Context, states ...CampaignState) ([]*Campaign, error)

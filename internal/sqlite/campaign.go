@@ -178,6 +178,15 @@ func (s *Store) GetCampaign(ctx context.Context, id string) (*notify.Campaign, e
 	return c, nil
 }
 
+// LoadCampaign implements notify.CampaignStore: the campaign's row alone.
+func (s *Store) LoadCampaign(ctx context.Context, id string) (*notify.Campaign, error) {
+	c, err := s.readCampaign(ctx, s.db.R, id)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: load campaign %s: %w", id, err)
+	}
+	return c, nil
+}
+
 const campaignColumns = `state, cursor, paused_until, error, created_at, updated_at, started_at, finished_at, doc`
 
 func (s *Store) readCampaign(ctx context.Context, q storeConn, id string) (*notify.Campaign, error) {

@@ -387,6 +387,30 @@ var cases = []campaignCase{
 			t.Fatalf("Progress = %+v, want %+v", got.Progress, want)
 		}
 	}},
+	{"LoadCampaignIsGetCampaignWithoutProgress", func(t *testing.T, s Store) {
+		ctx := t.Context()
+		c := mustCreate(t, s, newCampaign("c_load"))
+		next := c.Cursor.Clone()
+		next.Members = 2
+		noErr(t, s.SaveCursor(ctx, c.ID, c.Cursor, next, users("u", 0, 2)))
+		noErr(t, s.SetCampaignState(ctx, c.ID, notify.CampaignTransition{To: notify.CampaignPaused, At: t0.Add(time.Minute)}))
+		got, err := s.GetCampaign(ctx, c.ID)
+		noErr(t, err)
+		loaded, err := s.LoadCampaign(ctx, c.ID)
+		noErr(t, err)
+		if loaded.Progress.Members != 0 || loaded.Progress.Pending != 0 || loaded.Progress.Unpaged != 0 {
+			t.Fatalf("LoadCampaign() Progress = %+v, want zero", loaded.Progress)
+		}
+		if got.Progress.Members != 2 {
+			t.Fatalf("GetCampaign() Progress = %+v, want 2 members", got.Progress)
+		}
+		got.Progress = notify.CampaignProgress{}
+		if !reflect.DeepEqual(loaded, got) {
+			t.Fatalf("LoadCampaign() = %+v\nwant GetCampaign's %+v without progress", loaded, got)
+		}
+		_, err = s.LoadCampaign(ctx, "c_load_missing")
+		wantCode(t, err, notify.ENOTFOUND)
+	}},
 	{"RemainingCountsWhatIsNotPaged", func(t *testing.T, s Store) {
 		ctx := t.Context()
 		list := make([]string, 30)
