@@ -39,6 +39,16 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 // noErr and wantCode are the assertions every suite shares.
 var noErr, wantCode = suite.NoErr, suite.WantCode
 
+// createWithTwoMembers creates campaign id and pages its first two members.
+func createWithTwoMembers(t *testing.T, s Store, id string) *notify.Campaign {
+	t.Helper()
+	c := mustCreate(t, s, newCampaign(id))
+	next := c.Cursor.Clone()
+	next.Members = 2
+	noErr(t, s.SaveCursor(t.Context(), c.ID, c.Cursor, next, users("u", 0, 2)))
+	return c
+}
+
 func newCampaign(id string, sources ...notify.Segment) *notify.Campaign {
 	if len(sources) == 0 {
 		sources = []notify.Segment{{Kind: notify.AudienceUserList, ListID: "list-" + id}}
@@ -361,10 +371,7 @@ var cases = []campaignCase{
 	}},
 	{"ProgressFollowsDeliveries", func(t *testing.T, s Store) {
 		ctx := t.Context()
-		c := mustCreate(t, s, newCampaign("c_progress"))
-		next := c.Cursor.Clone()
-		next.Members = 2
-		noErr(t, s.SaveCursor(ctx, c.ID, c.Cursor, next, users("u", 0, 2)))
+		c := createWithTwoMembers(t, s, "c_progress")
 		noErr(t, s.SetChunksTotal(ctx, c.ID, 1))
 		// Dispatched, not prepared yet: both members are pending, with no delivery yet.
 		got, err := s.GetCampaign(ctx, c.ID)
@@ -389,10 +396,7 @@ var cases = []campaignCase{
 	}},
 	{"LoadCampaignIsGetCampaignWithoutProgress", func(t *testing.T, s Store) {
 		ctx := t.Context()
-		c := mustCreate(t, s, newCampaign("c_load"))
-		next := c.Cursor.Clone()
-		next.Members = 2
-		noErr(t, s.SaveCursor(ctx, c.ID, c.Cursor, next, users("u", 0, 2)))
+		c := createWithTwoMembers(t, s, "c_load")
 		noErr(t, s.SetCampaignState(ctx, c.ID, notify.CampaignTransition{To: notify.CampaignPaused, At: t0.Add(time.Minute)}))
 		got, err := s.GetCampaign(ctx, c.ID)
 		noErr(t, err)
