@@ -296,7 +296,10 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 		}
 	}
 
-	b := &builder{n: n, now: now, items: map[string]sendItem{}, seen: map[string]bool{}, dups: map[notify.Channel]int{}}
+	// Most recipients are one delivery: sized for that, the chunk's deliveries and their maps
+	// are allocated once instead of grown (and copied) a doubling at a time.
+	b := &builder{n: n, now: now, ds: make([]notify.Delivery, 0, len(rs)), items: make(map[string]sendItem, len(rs)),
+		seen: make(map[string]bool, len(rs)), dups: map[notify.Channel]int{}}
 	for _, r := range rs {
 		switch {
 		case r.UserID != "":
@@ -581,6 +584,9 @@ func (p *Pipeline) batches(n *notify.Notification, pending []string, items map[s
 		}
 		k := key{prov: it.prov, app: it.app, hold: holds[id]}
 		if _, ok := groups[k]; !ok {
+			if len(order) == 0 { // usually the only group
+				groups[k] = make([]sendItem, 0, len(pending))
+			}
 			order = append(order, k)
 		}
 		groups[k] = append(groups[k], it)

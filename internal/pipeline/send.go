@@ -243,7 +243,7 @@ type outcome struct {
 // reason, dead tokens and addresses going to cleanup.
 func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendMsg, sender notify.Sender,
 	items []sendItem, attempt func(id string) int, start time.Time) outcome {
-	byID := make(map[string]sendItem, len(items))
+	byID := itemsByID{items: items}
 	out := make([]notify.OutboundMessage, len(items))
 	// The provider may hold a message only for what is left of its TTL, not the whole of it
 	// again: a message sent late still expires when it was meant to.
@@ -253,7 +253,6 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 		ttl = max(expiresAt.Sub(start), time.Second)
 	}
 	for i, it := range items {
-		byID[it.DeliveryID] = it
 		content := p.contentFor(n, channelOf(sm.Provider), it.Locale)
 		if it.FallbackOf != "" {
 			content = fallbackContent(n, it.Locale)
@@ -278,13 +277,14 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 
 	now := p.clock.Now()
 	o := outcome{updates: make([]notify.DeliveryUpdate, 0, len(results)), reasons: map[string]int{}}
-	for _, r := range results {
+	for i, r := range results {
+		it := byID.find(i, r.DeliveryID)
 		u := notify.DeliveryUpdate{ID: r.DeliveryID, ProviderMessageID: r.ProviderMessageID, At: now}
 		code := notify.ErrorCode(r.Err)
 		switch {
 		case r.Err == nil && r.VerdictPending: // accepted, not done: awaitVerdicts checks later
 			u.Status = notify.DeliverySending
-			o.pending = append(o.pending, verdictItem{sendItem: byID[r.DeliveryID], ProviderMessageID: r.ProviderMessageID, Attempt: attempt(r.DeliveryID)})
+			o.pending = append(o.pending, verdictItem{sendItem: it, ProviderMessageID: r.ProviderMessageID, Attempt: attempt(r.DeliveryID)})
 		case r.Err == nil:
 			u.Status = notify.DeliverySent
 			o.sent++
@@ -298,13 +298,12 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 				break
 			}
 			u.Status, u.Reason, u.Detail = notify.DeliveryPending, code, notify.ErrorMessage(r.Err)
-			o.retry = append(o.retry, byID[r.DeliveryID])
+			o.retry = append(o.retry, it)
 			o.delay = max(o.delay, wait)
 		case notify.IsRetryable(r.Err):
 			u.Status, u.Reason, u.Detail = notify.DeliveryFailed, notify.ReasonRetriesExhausted, code+": "+notify.ErrorMessage(r.Err)
 		case code == notify.EDEADADDRESS:
 			u.Status, u.Detail = notify.DeliveryFailed, notify.ErrorMessage(r.Err)
-			it := byID[r.DeliveryID]
 			if sm.Provider == notify.ProviderFCM || sm.Provider == notify.ProviderAPNs || sm.Provider == notify.ProviderWebPush {
 				u.Reason = notify.ReasonUnregistered
 				o.cleanup.DeadTokens = append(o.cleanup.DeadTokens, deadToken{Token: it.Address, SeenBefore: start})
@@ -318,11 +317,11 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 			u.Status, u.Reason, u.Detail = notify.DeliveryFailed, notify.ReasonUnreachable, notify.ErrorMessage(r.Err)
 		case code == notify.ESUPPRESSED:
 			u.Status, u.Reason, u.Detail = notify.DeliveryFailed, notify.ReasonSuppressed, notify.ErrorMessage(r.Err)
-			o.cleanup.Suppress = append(o.cleanup.Suppress, suppressItem{Channel: channelOf(sm.Provider), Address: byID[r.DeliveryID].Address, Reason: "provider_opt_out"})
+			o.cleanup.Suppress = append(o.cleanup.Suppress, suppressItem{Channel: channelOf(sm.Provider), Address: it.Address, Reason: "provider_opt_out"})
 		default:
 			u.Status, u.Reason, u.Detail = notify.DeliveryFailed, notify.ReasonRejected, notify.ErrorMessage(r.Err)
 		}
-		if it := byID[r.DeliveryID]; it.FallbackOf != "" && u.Status != notify.DeliveryPending {
+		if it.FallbackOf != "" && u.Status != notify.DeliveryPending {
 			// A fallback says what it stands in for, whatever its outcome.
 			u.Detail = strings.TrimSuffix(fallbackDetail(it)+"; "+u.Detail, "; ")
 		}
@@ -456,14 +455,11 @@ func (p *Pipeline) completeBatch(ctx context.Context, n *notify.Notification, sm
 // with o's verdict for it (a retryable one PENDING, its retry batch already enqueued) and counted,
 // and the batch marked done (notify.BatchStore.RecordBatch).
 func (p *Pipeline) recordBatch(ctx context.Context, n *notify.Notification, sm sendMsg, ch notify.Channel, o outcome) error {
-	items := make(map[string]sendItem, len(sm.Items))
-	for _, it := range sm.Items {
-		items[it.DeliveryID] = it
-	}
+	items := itemsByID{items: sm.Items}
 	attempt := sm.Retry + 1
 	ds := make([]notify.Delivery, len(o.updates))
 	for i, u := range o.updates {
-		it := items[u.ID]
+		it := items.find(i, u.ID)
 		ds[i] = notify.Delivery{
 			ID: u.ID, NotificationID: n.ID, UserID: it.UserID, Channel: ch, Provider: sm.Provider, App: sm.App,
 			AddressMasked: notify.MaskAddress(ch, it.Address), Status: u.Status, Reason: u.Reason, Detail: u.Detail,
@@ -472,4 +468,29 @@ func (p *Pipeline) recordBatch(ctx context.Context, n *notify.Notification, sm s
 	}
 	_, err := p.store.RecordBatch(ctx, n.ID, sm.BatchID, ds, p.clock.Now())
 	return err
+}
+
+// itemsByID finds a batch's send item by its delivery id, looking first where it was sent: a
+// sender's results, and the updates made of them, come in the order of its messages, so a map of
+// the batch is built only on the first miss.
+type itemsByID struct {
+	items []sendItem
+	at    map[string]int
+}
+
+// find returns the item of delivery id, expected at position i; the zero item if there is none.
+func (x *itemsByID) find(i int, id string) sendItem {
+	if i >= 0 && i < len(x.items) && x.items[i].DeliveryID == id {
+		return x.items[i]
+	}
+	if x.at == nil {
+		x.at = make(map[string]int, len(x.items))
+		for j, it := range x.items {
+			x.at[it.DeliveryID] = j
+		}
+	}
+	if j, ok := x.at[id]; ok {
+		return x.items[j]
+	}
+	return sendItem{}
 }
