@@ -79,11 +79,16 @@ const batchParallelism = 10
 // parseSend decodes, renders and validates the send request in m and makes its notification,
 // with the id the API chose (AttrNotificationID) or the one its key derives.
 func (p *Pipeline) parseSend(ctx context.Context, service string, m notify.Message) (*notify.Notification, error) {
-	var req notify.SendRequest
+	// Recipients are decoded into room for as many as the body has objects (at most
+	// MaxRecipients), not grown a doubling at a time; none stays nil, as without the room.
+	req := notify.SendRequest{Recipients: make([]notify.Recipient, 0, min(bytes.Count(m.Body, []byte("{")), notify.MaxRecipients))}
 	dec := json.NewDecoder(bytes.NewReader(m.Body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		return nil, notify.Wrap(notify.EINVALID, err, "ingest: body is not a SendRequest")
+	}
+	if len(req.Recipients) == 0 {
+		req.Recipients = nil
 	}
 	now := p.clock.Now()
 	// A producer writing straight to the queue may name a template: it is rendered here, and a

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -43,7 +44,9 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 	if isVerdictCheck(m.Body) { // a late verdict's check (verdict.go)
 		return p.checkVerdicts(ctx, m.Body)
 	}
-	var sm sendMsg
+	// Each item is an object that starts with its id (sendMsg is ours): the items are decoded
+	// into room for that many, not grown a doubling at a time.
+	sm := sendMsg{Items: make([]sendItem, 0, min(bytes.Count(m.Body, []byte(`{"id":`)), maxItemsHint))}
 	if err := decode(m.Body, &sm); err != nil {
 		return err
 	}
@@ -469,6 +472,9 @@ func (p *Pipeline) recordBatch(ctx context.Context, n *notify.Notification, sm s
 	_, err := p.store.RecordBatch(ctx, n.ID, sm.BatchID, ds, p.clock.Now())
 	return err
 }
+
+// maxItemsHint bounds the room made for a send message's items before decoding it.
+const maxItemsHint = 10000
 
 // itemsByID finds a batch's send item by its delivery id, looking first where it was sent: a
 // sender's results, and the updates made of them, come in the order of its messages, so a map of

@@ -112,7 +112,7 @@ func (s *Store) GetRecipients(ctx context.Context, id string, offset, limit int)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get recipients of %s: %w", id, err)
 	}
-	out := []notify.Recipient{}
+	out := make([]notify.Recipient, 0, min(limit, 4*recipientPage))
 	if limit == 0 {
 		return out, nil
 	}
@@ -135,7 +135,7 @@ func (s *Store) GetRecipients(ctx context.Context, id string, offset, limit int)
 		var (
 			page int
 			doc  []byte
-			rs   []notify.Recipient
+			rs   = make([]notify.Recipient, 0, recipientPage) // a page's room, not grown to it
 		)
 		if err := rows.Scan(&page, &doc); err != nil {
 			return nil, fmt.Errorf("sqlite: get recipients of %s: %w", id, err)
