@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"bytes"
 	"fmt"
 	"net/mail"
 	"net/url"
@@ -21,6 +22,14 @@ const (
 	MaxTTL             = 28 * 24 * time.Hour // FCM's maximum
 	MaxScheduleHorizon = 365 * 24 * time.Hour
 )
+
+// RecipientsRoom is room for the recipients that body, a send request as JSON, can list: one
+// for each object in it, at most MaxRecipients. Decoding appends into the room instead of
+// growing the slice a doubling at a time, copying it each time. Callers set a request that
+// listed none back to nil, as it decodes without the room.
+func RecipientsRoom(body []byte) []Recipient {
+	return make([]Recipient, 0, min(bytes.Count(body, []byte("{")), MaxRecipients))
+}
 
 // SendRequest is the versioned JSON a service sends to its ingest queue or to
 // POST /v1/notifications. Its schema is events/schema/send-request.v1.json.

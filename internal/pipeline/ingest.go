@@ -79,9 +79,7 @@ const batchParallelism = 10
 // parseSend decodes, renders and validates the send request in m and makes its notification,
 // with the id the API chose (AttrNotificationID) or the one its key derives.
 func (p *Pipeline) parseSend(ctx context.Context, service string, m notify.Message) (*notify.Notification, error) {
-	// Recipients are decoded into room for as many as the body has objects (at most
-	// MaxRecipients), not grown a doubling at a time; none stays nil, as without the room.
-	req := notify.SendRequest{Recipients: make([]notify.Recipient, 0, min(bytes.Count(m.Body, []byte("{")), notify.MaxRecipients))}
+	req := notify.SendRequest{Recipients: notify.RecipientsRoom(m.Body)}
 	dec := json.NewDecoder(bytes.NewReader(m.Body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
