@@ -342,7 +342,10 @@ const queueNoReceipt int64 = 1 << 62
 var noReceiptSQL = strconv.FormatInt(queueNoReceipt, 10)
 
 // queueReceiveSQL claims the oldest visible messages, each with a new receipt: 61 random bits,
-// bit 62 set and odd (see queueNoReceipt).
+// bit 62 set and odd (see queueNoReceipt). Its LIMIT is `? + 0`, not `?`: SQLite's planner reads
+// a bare bound LIMIT and marks the statement to be prepared again whenever that value changes,
+// and receives ask for every count from 1 to a batch's size (a receive of messages that
+// alternated between two limits spent a quarter of its time preparing the statement again).
 var queueReceiveSQL = `
 UPDATE queue_messages
 SET receive_count = receive_count + 1, visible_at = ?, held = 0, receipt = (random() & ` +
@@ -351,7 +354,7 @@ WHERE seq IN (
 	SELECT seq FROM queue_messages
 	WHERE queue = ? AND visible_at <= ?
 	ORDER BY visible_at, seq
-	LIMIT ?)
+	LIMIT ? + 0)
 RETURNING seq, id, body, group_id, attributes, sent_at, receive_count, receipt`
 
 // Receive implements notify.Queue. visibility 0 means the queue's VisibilityTimeout (30 s when
