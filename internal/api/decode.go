@@ -29,16 +29,21 @@ const codeRequestTimeout = "request_timeout"
 // fields, wrong types and trailing data are errors, each naming the exact field path —
 // "recipients[0].user_id", not encoding/json's "recipients.user_id".
 func (s *server) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	// A body of a known length is read into room for it, not grown to it a doubling at a time.
+	// A body of a known length is read into room for it, not grown to it a doubling at a time;
+	// up to presizeLimit only, so a client that announces a large body and sends it slowly does
+	// not get that memory held for it before its bytes arrive.
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
-		buf.Grow(int(min(r.ContentLength, s.maxBody)) + 1)
+		buf.Grow(int(min(r.ContentLength, s.maxBody, presizeLimit)) + 1)
 	}
 	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.maxBody)); err != nil {
 		return readError(err, s.maxBody)
 	}
 	return decodeJSON(buf.Bytes(), v)
 }
+
+// presizeLimit bounds the room decode makes for a body before reading it.
+const presizeLimit = 1 << 20
 
 // decodeSendAt is decode for a request with a send_at; decode already names the field of a
 // malformed time, so it is decode.
