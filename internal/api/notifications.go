@@ -71,7 +71,7 @@ func (s *server) prepareSend(r *http.Request, req *notify.SendRequest) (*prepare
 	now := s.clock.Now()
 	// A request naming a template is rendered here, before anything is queued, so a missing
 	// variable is this request's 400.
-	fingerprint, tmplName, tmplVersion, err := req.Prepare(ctx, s.store, service, now)
+	fingerprint, tmplName, tmplVersion, err := req.Prepare(ctx, s.store, service, now, "")
 	if err != nil {
 		return nil, err
 	}

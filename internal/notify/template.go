@@ -502,10 +502,15 @@ func LoadTemplate(ctx context.Context, store TemplateStore, service string, ref 
 // notification: render its template, if it names one (ApplyTemplate), and validate it. The
 // fingerprint is of the request as sent — with a template, before the rendering, so a retry
 // matches it whatever the template's version then — and template and version name what was
-// rendered ("" and 0 for content sent as it is).
-func (r *SendRequest) Prepare(ctx context.Context, store TemplateStore, service string, now time.Time) (fingerprint, template string, version int, err error) {
+// rendered ("" and 0 for content sent as it is). known is a fingerprint already taken of the
+// request (the API's, which ingest finds in the message's attributes): it is returned as it is,
+// and the request is not encoded again to take it; "" takes it here.
+func (r *SendRequest) Prepare(ctx context.Context, store TemplateStore, service string, now time.Time, known string) (fingerprint, template string, version int, err error) {
+	fingerprint = known
 	if r.Template != nil {
-		fingerprint = RequestFingerprint(r)
+		if fingerprint == "" {
+			fingerprint = RequestFingerprint(r)
+		}
 		if template, version, err = r.ApplyTemplate(ctx, store, service); err != nil {
 			return "", "", 0, err
 		}

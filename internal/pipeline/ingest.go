@@ -93,12 +93,9 @@ func (p *Pipeline) parseSend(ctx context.Context, service string, m notify.Messa
 	// missing variable or unknown template dead-letters the message with its reason, as the API
 	// answers 400. A request the API rendered arrives with its content, its fingerprint and the
 	// template it came from in the message's attributes.
-	fingerprint, tmplName, tmplVersion, err := req.Prepare(ctx, p.store, service, now)
+	fingerprint, tmplName, tmplVersion, err := req.Prepare(ctx, p.store, service, now, m.Attributes[notify.AttrFingerprint])
 	if err != nil {
 		return nil, err
-	}
-	if fp := m.Attributes[notify.AttrFingerprint]; fp != "" {
-		fingerprint = fp
 	}
 	if name := m.Attributes[notify.AttrTemplateName]; tmplName == "" && name != "" {
 		tmplName = name
