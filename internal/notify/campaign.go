@@ -368,8 +368,8 @@ type AudienceSource interface {
 	Page(ctx context.Context, a Audience, source int, afterSeq int64, limit int) ([]Member, error)
 	// Remaining is how many members of a.Sources[source] come after afterSeq, at most: exact
 	// where the store can count cheaply, otherwise an upper bound (DynamoDB counts an app's
-	// removed and filtered-out devices too). It sizes progress and ETA, never paging. EINVALID as
-	// Page.
+	// removed and filtered-out devices too; SQLite counts exactly up to 50,000 members left).
+	// It sizes progress and ETA, never paging. EINVALID as Page.
 	Remaining(ctx context.Context, a Audience, source int, afterSeq int64) (int, error)
 }
 

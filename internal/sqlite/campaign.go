@@ -526,20 +526,45 @@ func audienceQuery(seg notify.Segment, cols string, afterSeq int64) (string, []a
 	return b.String(), args, nil
 }
 
-// Remaining implements notify.AudienceSource: an exact count with the page's filters.
+// remainingExactUpTo is how many members Remaining counts one by one. SQLite keeps no counts: an
+// exact count walks the index over every member left, which for a campaign of millions read
+// every time its status is polled would cost about as much as reading the audience.
+const remainingExactUpTo = 50000
+
+// Remaining implements notify.AudienceSource: an exact count with the page's filters while at
+// most remainingExactUpTo members are left, otherwise an upper bound — the source's highest seq
+// less afterSeq (seqs are unique and increasing within a source), which counts members the
+// filters leave out, and other apps' devices between an app's seqs.
 func (s *Store) Remaining(ctx context.Context, a notify.Audience, source int, afterSeq int64) (int, error) {
+	return s.remaining(ctx, a, source, afterSeq, remainingExactUpTo)
+}
+
+func (s *Store) remaining(ctx context.Context, a notify.Audience, source int, afterSeq int64, exactUpTo int) (int, error) {
 	if source < 0 || source >= len(a.Sources) {
 		return 0, notify.Errorf(notify.EINVALID, "audience source %d out of range (%d sources)", source, len(a.Sources))
 	}
-	q, args, err := audienceQuery(a.Sources[source], `count(*)`, afterSeq)
+	seg := a.Sources[source]
+	q, args, err := audienceQuery(seg, `1`, afterSeq)
 	if err != nil {
 		return 0, err
 	}
 	var n int
-	if err := s.db.R.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+	if err := s.db.R.QueryRowContext(ctx, `SELECT count(*) FROM (`+q+` LIMIT ?)`, append(args, exactUpTo+1)...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("sqlite: audience remaining: %w", err)
 	}
-	return n, nil
+	if n <= exactUpTo {
+		return n, nil
+	}
+	var last sql.NullInt64
+	if seg.Kind == notify.AudienceUserList {
+		err = s.db.R.QueryRowContext(ctx, `SELECT max(seq) FROM audience_lists WHERE list_id = ?`, seg.ListID).Scan(&last)
+	} else {
+		err = s.db.R.QueryRowContext(ctx, `SELECT max(seq) FROM audience_devices WHERE app = ?`, seg.App).Scan(&last)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: audience remaining: %w", err)
+	}
+	return max(n, int(last.Int64-afterSeq)), nil
 }
 
 // Page implements notify.AudienceSource.
