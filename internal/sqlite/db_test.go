@@ -107,10 +107,10 @@ func TestWriterCacheIsSmaller(t *testing.T) {
 	}
 }
 
-// Writes with no pause between them still leave the WAL bounded: the checkpointer truncates it,
+// Writes with no pause between them still leave the WAL bounded: the checkpointer rewinds it,
 // on the writer's connection, once it holds more than its bound (here 1,024 frames, 4 MB),
-// where copying alone never let it rewind. The bound is passed by what is written in a tick or
-// two.
+// where copying alone never let it rewind, and the writer cuts the file back to the bound
+// (journal_size_limit). The bound is passed by what is written in a tick or two.
 func TestCheckpointerBoundsTheWALUnderSustainedWrites(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "wal.db")
 	db, err := open(path, 1024)
@@ -123,7 +123,7 @@ func TestCheckpointerBoundsTheWALUnderSustainedWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	payload := make([]byte, 16<<10)
-	const written = 128 << 20
+	const written = 256 << 20
 	largest, shrinks, last := int64(0), 0, int64(0)
 	for range written / len(payload) {
 		err := db.Tx(ctx, func(tx *sql.Tx) error {
@@ -141,18 +141,18 @@ func TestCheckpointerBoundsTheWALUnderSustainedWrites(t *testing.T) {
 			last = fi.Size()
 		}
 	}
-	t.Logf("largest WAL %d bytes after writing %d with no pause; truncated %d times", largest, written, shrinks)
-	// Without the truncation the WAL only grows, past what was written (207 MB here); how far
+	t.Logf("largest WAL %d bytes after writing %d with no pause; cut back %d times", largest, written, shrinks)
+	// Without the rewinds the WAL only grows, past what was written; how far
 	// past the bound it gets depends on how late a busy machine runs the checkpointer's ticks.
 	if shrinks < 2 || largest > written {
-		t.Fatalf("the WAL grew to %d bytes for %d written, truncated %d times", largest, written, shrinks)
+		t.Fatalf("the WAL grew to %d bytes for %d written, cut back %d times", largest, written, shrinks)
 	}
-	// The truncation waits walWait for readers; the writer's own wait is restored after it.
+	// The rewind waits walWait for readers; the writer's own wait is restored after it.
 	var wait int
 	if err := db.W.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&wait); err != nil {
 		t.Fatal(err)
 	}
 	if wait != int(busyTimeout.Milliseconds()) {
-		t.Fatalf("the writer's busy_timeout is %d ms after truncating, want %d", wait, busyTimeout.Milliseconds())
+		t.Fatalf("the writer's busy_timeout is %d ms after a rewind, want %d", wait, busyTimeout.Milliseconds())
 	}
 }
