@@ -7,6 +7,7 @@ package local
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -433,8 +434,8 @@ func (r *Runtime) releaseInFlight(ctx context.Context) error {
 	}
 	var ids []string
 	for _, m := range msgs {
-		if notify.IsIngestQueue(m.Queue) {
-			ids = append(ids, ingestedIDs(m.Message)...)
+		if service, ok := strings.CutPrefix(m.Queue, notify.IngestQueue("")); ok {
+			ids = append(ids, ingestedIDs(service, m.Message)...)
 		}
 	}
 	express, err := r.Store.ReleaseExpressLeases(ctx, ids, now)
@@ -448,21 +449,34 @@ func (r *Runtime) releaseInFlight(ctx context.Context) error {
 	return nil
 }
 
-// ingestedIDs are the notification ids the API gave the requests of ingest message m: its
-// attribute, or each request's of a batch (notify.SendBatch). A producer's message carries none.
-func ingestedIDs(m notify.Message) []string {
-	if id := m.Attributes[notify.AttrNotificationID]; id != "" {
-		return []string{id}
-	}
+// ingestedIDs are the notification ids ingest gives the requests of message m on service's
+// ingest queue (pipeline.IngestedID): the API's attribute, or one derived from the request's
+// idempotency key or the message's id — for each request of a batch (notify.SendBatch). A body
+// that is no send request (a reserved send's fire) names an id no notification has.
+func ingestedIDs(service string, m notify.Message) []string {
 	b, ok, err := notify.SendBatchIn(m.Body)
-	if !ok || err != nil {
+	if !ok {
+		return []string{ingestedID(service, m)}
+	}
+	if err != nil {
 		return nil
 	}
-	var ids []string
-	for _, a := range b.Attributes {
-		if id := a[notify.AttrNotificationID]; id != "" {
-			ids = append(ids, id)
+	ids := make([]string, len(b.Notifications))
+	for i, raw := range b.Notifications {
+		sub := notify.Message{ID: pipeline.BatchItemID(m.ID, i), Body: raw}
+		if i < len(b.Attributes) {
+			sub.Attributes = b.Attributes[i]
 		}
+		ids[i] = ingestedID(service, sub)
 	}
 	return ids
+}
+
+// ingestedID is the id of the one send request in m.
+func ingestedID(service string, m notify.Message) string {
+	var req struct {
+		IdempotencyKey string `json:"idempotency_key"`
+	}
+	_ = json.Unmarshal(m.Body, &req) // no key read: the message's id derives it, as in ingest
+	return pipeline.IngestedID(service, m, req.IdempotencyKey)
 }

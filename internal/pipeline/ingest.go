@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"herald/internal/notify"
 )
@@ -57,7 +58,7 @@ func (p *Pipeline) ingestBatch(ctx context.Context, service string, scheduler no
 	}
 	ns := make([]*notify.Notification, len(b.Notifications))
 	for i, raw := range b.Notifications {
-		sub := notify.Message{ID: m.ID + "#" + strconv.Itoa(i), Body: raw, ReceiveCount: m.ReceiveCount}
+		sub := notify.Message{ID: BatchItemID(m.ID, i), Body: raw, ReceiveCount: m.ReceiveCount}
 		if b.Attributes != nil {
 			sub.Attributes = b.Attributes[i]
 		}
@@ -71,6 +72,24 @@ func (p *Pipeline) ingestBatch(ctx context.Context, service string, scheduler no
 		return notify.InBatch(i, p.accept(ctx, service, scheduler, ns[i]))
 	}))
 }
+
+// IngestedID is the id ingest gives the send request of message m on service's ingest queue:
+// the one the API chose (AttrNotificationID), else one derived from the request's idempotency
+// key or, without one, from m's id, so a redelivered message makes the same notification. A
+// SendBatch's requests are messages of their own (BatchItemID).
+func IngestedID(service string, m notify.Message, idempotencyKey string) string {
+	if id := m.Attributes[notify.AttrNotificationID]; id != "" {
+		return id
+	}
+	key := idempotencyKey
+	if key == "" {
+		key = "sqs-message:" + m.ID
+	}
+	return notify.NotificationIDFor(service, key, time.Time{}) // a key's id does not depend on the time
+}
+
+// BatchItemID is the message id of request i of a SendBatch that came as message id.
+func BatchItemID(id string, i int) string { return id + "#" + strconv.Itoa(i) }
 
 // batchParallelism is how many requests of one SendBatch are accepted at once: on the express
 // path each waits on a provider.
@@ -101,15 +120,7 @@ func (p *Pipeline) parseSend(ctx context.Context, service string, m notify.Messa
 		tmplName = name
 		tmplVersion, _ = strconv.Atoi(m.Attributes[notify.AttrTemplateVersion])
 	}
-	id := m.Attributes[notify.AttrNotificationID]
-	if id == "" {
-		key := req.IdempotencyKey
-		if key == "" {
-			key = "sqs-message:" + m.ID // a redelivered message makes the same notification
-		}
-		id = notify.NotificationIDFor(service, key, now)
-	}
-	n := req.Notification(id, service, now)
+	n := req.Notification(IngestedID(service, m, req.IdempotencyKey), service, now)
 	n.Fingerprint = fingerprint
 	n.TemplateName, n.TemplateVersion = tmplName, tmplVersion
 	n.Stats.ChunksTotal = (len(n.Recipients) + p.cfg.ChunkSize - 1) / p.cfg.ChunkSize
