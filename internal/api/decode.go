@@ -78,13 +78,9 @@ func decodeJSON(raw []byte, v any) error {
 	if dup {
 		return notify.FieldError(path, "the key %q appears twice in the same object", lastKey(path))
 	}
+	// A send request, the one large body the API takes, decodes its recipients into room for them.
 	if req, ok := v.(*notify.SendRequest); ok && req.Recipients == nil {
 		req.Recipients = notify.RecipientsRoom(raw)
-		defer func() {
-			if len(req.Recipients) == 0 {
-				req.Recipients = nil
-			}
-		}()
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()

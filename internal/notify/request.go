@@ -25,8 +25,8 @@ const (
 
 // RecipientsRoom is room for the recipients that body, a send request as JSON, can list: one
 // for each object in it, at most MaxRecipients. Decoding appends into the room instead of
-// growing the slice a doubling at a time, copying it each time. Callers set a request that
-// listed none back to nil, as it decodes without the room.
+// growing the slice a doubling at a time, copying it each time. A request that lists none is
+// left with an empty list instead of none, which Validate refuses alike.
 func RecipientsRoom(body []byte) []Recipient {
 	return make([]Recipient, 0, min(bytes.Count(body, []byte("{")), MaxRecipients))
 }

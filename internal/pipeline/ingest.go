@@ -104,9 +104,6 @@ func (p *Pipeline) parseSend(ctx context.Context, service string, m notify.Messa
 	if err := dec.Decode(&req); err != nil {
 		return nil, notify.Wrap(notify.EINVALID, err, "ingest: body is not a SendRequest")
 	}
-	if len(req.Recipients) == 0 {
-		req.Recipients = nil
-	}
 	now := p.clock.Now()
 	// A producer writing straight to the queue may name a template: it is rendered here, and a
 	// missing variable or unknown template dead-letters the message with its reason, as the API
