@@ -1,33 +1,19 @@
-package sqlite
+package sqlite_test
 
 import (
 	"fmt"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"herald/internal/notify"
-	"herald/internal/seal"
+	"herald/internal/sqlite"
 )
 
 // TestRemainingBoundsALongRest: past the exact count's limit, Remaining answers the source's
 // highest seq less the cursor's, which is never less than the members left.
 func TestRemainingBoundsALongRest(t *testing.T) {
 	t.Parallel()
-	db, err := Open(filepath.Join(t.TempDir(), "herald.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	box, err := seal.New([]byte(strings.Repeat("k", 32)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewStore(db, box)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := openTestStore(t)
 	ctx := t.Context()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	// 30 devices of app "a", with 10 of app "b" registered between them.
@@ -65,7 +51,7 @@ func TestRemainingBoundsALongRest(t *testing.T) {
 		{1, 0, 100, 25, 25},     // a list, exact
 		{1, 0, 10, 25, 25},      // a list's seqs follow one another: the bound is exact
 	} {
-		n, err := s.remaining(ctx, aud, c.source, c.after, c.exactUpTo)
+		n, err := sqlite.RemainingWithin(s, ctx, aud, c.source, c.after, c.exactUpTo)
 		if err != nil || n < c.low || n > c.high {
 			t.Fatalf("remaining(source %d, after %d, exact up to %d) = %d, %v; want %d to %d", c.source, c.after, c.exactUpTo, n, err, c.low, c.high)
 		}
