@@ -369,8 +369,8 @@ func gunzipRecipients(data []byte) ([]notify.Recipient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode recipients: %w", err)
 	}
-	var rs []notify.Recipient
-	if err := json.Unmarshal(raw, &rs); err != nil {
+	rs, err := notify.DecodeRecipients(raw, nil)
+	if err != nil {
 		return nil, fmt.Errorf("decode recipients: %w", err)
 	}
 	return rs, nil
@@ -479,8 +479,8 @@ func (s *Store) GetRecipients(ctx context.Context, id string, offset, limit int)
 	}
 	out := []notify.Recipient{}
 	if main.Inline != "" { // an express notification's few recipients are in its main item
-		var rs []notify.Recipient
-		if err := json.Unmarshal([]byte(main.Inline), &rs); err != nil {
+		rs, err := notify.DecodeRecipients([]byte(main.Inline), nil)
+		if err != nil {
 			return nil, wrapErr(op, fmt.Errorf("decode recipients: %w", err))
 		}
 		lo, hi := min(offset, len(rs)), min(offset+limit, len(rs))

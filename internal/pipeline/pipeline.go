@@ -254,9 +254,15 @@ func (p *Pipeline) notification(ctx context.Context, id string) (*notify.Notific
 func (p *Pipeline) send(ctx context.Context, queue, group string, delay time.Duration, bodies ...any) error {
 	msgs := make([]notify.OutMessage, 0, len(bodies))
 	for _, b := range bodies {
-		raw, err := json.Marshal(b)
-		if err != nil {
-			return fmt.Errorf("encode message for %s: %w", queue, err)
+		raw, ok := []byte(nil), false
+		if f, flat := b.(flatJSON); flat {
+			raw, ok = f.appendJSON(nil)
+		}
+		if !ok {
+			var err error
+			if raw, err = json.Marshal(b); err != nil {
+				return fmt.Errorf("encode message for %s: %w", queue, err)
+			}
 		}
 		msgs = append(msgs, notify.OutMessage{Body: raw, GroupID: group, Delay: delay})
 	}

@@ -87,10 +87,8 @@ const recipientPage = 500
 
 func (s *Store) putRecipients(ctx context.Context, tx *sql.Tx, id string, rs []notify.Recipient) error {
 	for page := 0; page*recipientPage < len(rs); page++ {
-		b, err := json.Marshal(rs[page*recipientPage : min((page+1)*recipientPage, len(rs))])
-		if err != nil {
-			return fmt.Errorf("encode recipients: %w", err)
-		}
+		part := rs[page*recipientPage : min((page+1)*recipientPage, len(rs))]
+		b := notify.AppendRecipients(make([]byte, 0, 64*len(part)), part)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO notification_recipients (notification_id, page, doc) VALUES (?, ?, ?)`,
 			id, page, b); err != nil {
 			return err
@@ -117,8 +115,8 @@ func (s *Store) GetRecipients(ctx context.Context, id string, offset, limit int)
 		return out, nil
 	}
 	if inline != nil { // an express notification's few recipients are in its row
-		var rs []notify.Recipient
-		if err := json.Unmarshal(inline, &rs); err != nil {
+		rs, err := notify.DecodeRecipients(inline, nil)
+		if err != nil {
 			return nil, fmt.Errorf("sqlite: get recipients of %s: decode: %w", id, err)
 		}
 		lo, hi := min(offset, len(rs)), min(offset+limit, len(rs))
@@ -140,7 +138,7 @@ func (s *Store) GetRecipients(ctx context.Context, id string, offset, limit int)
 		if err := rows.Scan(&page, &doc); err != nil {
 			return nil, fmt.Errorf("sqlite: get recipients of %s: %w", id, err)
 		}
-		if err := json.Unmarshal(doc, &rs); err != nil {
+		if rs, err = notify.DecodeRecipients(doc, rs); err != nil {
 			return nil, fmt.Errorf("sqlite: get recipients of %s: decode: %w", id, err)
 		}
 		base := page * recipientPage

@@ -1,0 +1,257 @@
+package notify
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// Flat JSON: the few documents that carry a large send's recipients between Herald's own stages —
+// a stored page of recipients, a send batch's items — are arrays of small objects of strings.
+// encoding/json spends most of its time on them in reflection and in a string per value; a
+// profile of a 100,000-token send put these documents at 2–3 % of the whole run's CPU. The
+// writer here produces exactly encoding/json's bytes, and the reader accepts only what it can
+// read exactly as encoding/json would (no escapes, valid UTF-8, known keys), telling its caller
+// to use encoding/json for anything else. See docs/design.md ("Flat JSON between stages").
+
+// AppendJSONString appends s as encoding/json writes a string: quoted, with the same escapes
+// (HTML-safe, U+2028 and U+2029 escaped, invalid UTF-8 as U+FFFD).
+func AppendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always encodes
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+// appendField appends `,"key":"value"` (no comma before the first field of an object) when
+// value is not empty: a string field tagged omitempty.
+func appendField(dst []byte, first *bool, key, value string) []byte {
+	if value == "" {
+		return dst
+	}
+	return AppendJSONKey(dst, first, key, value)
+}
+
+// AppendJSONKey appends `"key":"value"` to an object being written, with a comma unless first
+// is set; it clears first. key must need no escaping.
+func AppendJSONKey(dst []byte, first *bool, key, value string) []byte {
+	if !*first {
+		dst = append(dst, ',')
+	}
+	*first = false
+	dst = append(dst, '"')
+	dst = append(dst, key...)
+	dst = append(dst, '"', ':')
+	return AppendJSONString(dst, value)
+}
+
+// AppendRecipients appends rs as json.Marshal writes them.
+func AppendRecipients(dst []byte, rs []Recipient) []byte {
+	if rs == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for i := range rs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		r := &rs[i]
+		first := true
+		dst = append(dst, '{')
+		dst = appendField(dst, &first, "user_id", r.UserID)
+		dst = appendField(dst, &first, "email", r.Email)
+		dst = appendField(dst, &first, "phone", r.Phone)
+		dst = appendField(dst, &first, "fcm_token", r.FCMToken)
+		dst = appendField(dst, &first, "apns_token", r.APNsToken)
+		dst = appendField(dst, &first, "app", r.App)
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+// DecodeRecipients decodes a JSON array of recipients into rs[:0] (its room reused), as
+// json.Unmarshal would, and returns them.
+func DecodeRecipients(b []byte, rs []Recipient) ([]Recipient, error) {
+	if out, ok := decodeRecipientsFlat(b, rs[:0]); ok {
+		return out, nil
+	}
+	out := rs[:0]
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func decodeRecipientsFlat(b []byte, out []Recipient) ([]Recipient, bool) {
+	r := NewFlatReader(b)
+	ok := r.Array(func() bool {
+		out = append(out, Recipient{})
+		rc := &out[len(out)-1]
+		return r.Object(func(key string) bool {
+			var f *string
+			switch key {
+			case "user_id":
+				f = &rc.UserID
+			case "email":
+				f = &rc.Email
+			case "phone":
+				f = &rc.Phone
+			case "fcm_token":
+				f = &rc.FCMToken
+			case "apns_token":
+				f = &rc.APNsToken
+			case "app":
+				f = &rc.App
+			default:
+				return false
+			}
+			s, ok := r.String()
+			*f = s
+			return ok
+		})
+	})
+	if !ok || !r.End() {
+		return nil, false
+	}
+	return out, true
+}
+
+// FlatReader reads a JSON document of a known shape in one pass, or says it cannot: a caller
+// that gets false from any of its methods decodes the document with encoding/json instead,
+// which also reports what is wrong with it. The strings it returns share one copy of the
+// document.
+type FlatReader struct {
+	b []byte
+	s string // b as a string, made on the first string read: the strings are its substrings
+	i int
+}
+
+// NewFlatReader reads b.
+func NewFlatReader(b []byte) *FlatReader { return &FlatReader{b: b} }
+
+func (r *FlatReader) ws() {
+	for r.i < len(r.b) {
+		switch r.b[r.i] {
+		case ' ', '\t', '\n', '\r':
+			r.i++
+		default:
+			return
+		}
+	}
+}
+
+// consume skips white space and then c, reporting whether c was there.
+func (r *FlatReader) consume(c byte) bool {
+	r.ws()
+	if r.i < len(r.b) && r.b[r.i] == c {
+		r.i++
+		return true
+	}
+	return false
+}
+
+// End reports whether nothing but white space is left.
+func (r *FlatReader) End() bool {
+	r.ws()
+	return r.i == len(r.b)
+}
+
+// Array reads an array, calling elem for each element; elem reads it.
+func (r *FlatReader) Array(elem func() bool) bool {
+	if !r.consume('[') {
+		return false
+	}
+	if r.consume(']') {
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		if r.consume(',') {
+			continue
+		}
+		return r.consume(']')
+	}
+}
+
+// Object reads an object, calling field with each key; field reads its value. A key with an
+// escape in it is not read (encoding/json would match it to a field after unescaping).
+func (r *FlatReader) Object(field func(key string) bool) bool {
+	if !r.consume('{') {
+		return false
+	}
+	if r.consume('}') {
+		return true
+	}
+	for {
+		r.ws()
+		key, ok := r.String()
+		if !ok || !r.consume(':') {
+			return false
+		}
+		r.ws()
+		if !field(key) {
+			return false
+		}
+		if r.consume(',') {
+			continue
+		}
+		return r.consume('}')
+	}
+}
+
+// String reads a string without escapes, in valid UTF-8.
+func (r *FlatReader) String() (string, bool) {
+	r.ws()
+	if r.i >= len(r.b) || r.b[r.i] != '"' {
+		return "", false
+	}
+	start := r.i + 1
+	ascii := true
+	for j := start; j < len(r.b); j++ {
+		switch c := r.b[j]; {
+		case c == '"':
+			if !ascii && !utf8.Valid(r.b[start:j]) {
+				return "", false // encoding/json would replace the bad bytes with U+FFFD
+			}
+			if r.s == "" {
+				r.s = string(r.b)
+			}
+			r.i = j + 1
+			return r.s[start:j], true
+		case c == '\\' || c < 0x20:
+			return "", false
+		case c >= 0x80:
+			ascii = false
+		}
+	}
+	return "", false
+}
+
+// Int reads a small non-negative integer written plainly (at most nine digits).
+func (r *FlatReader) Int() (int, bool) {
+	r.ws()
+	j := r.i
+	for j < len(r.b) && j-r.i < 10 && r.b[j] >= '0' && r.b[j] <= '9' {
+		j++
+	}
+	if j == r.i || j-r.i > 9 || (r.b[r.i] == '0' && j-r.i > 1) {
+		return 0, false
+	}
+	if j < len(r.b) {
+		if c := r.b[j]; c == '.' || c == 'e' || c == 'E' {
+			return 0, false
+		}
+	}
+	n := 0
+	for _, c := range r.b[r.i:j] {
+		n = n*10 + int(c-'0')
+	}
+	r.i = j
+	return n, true
+}
