@@ -82,13 +82,18 @@ func decodeJSON(raw []byte, v any) error {
 	if req, ok := v.(*notify.SendRequest); ok && req.Recipients == nil {
 		req.Recipients = notify.RecipientsRoom(raw)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err, raw, reflect.TypeOf(v))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return notify.Errorf(notify.EINVALID, "unexpected data after the JSON object (at byte offset %d)", dec.InputOffset())
+	// A send request's recipients are read flat when they can be (notify.DecodeSendRequest: the
+	// same result, one object with nothing after it); anything it does not read, encoding/json
+	// does, and names what is wrong.
+	if req, ok := v.(*notify.SendRequest); !ok || !notify.DecodeSendRequest(raw, req) {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(v); err != nil {
+			return decodeError(err, raw, reflect.TypeOf(v))
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return notify.Errorf(notify.EINVALID, "unexpected data after the JSON object (at byte offset %d)", dec.InputOffset())
+		}
 	}
 	if !mayBeInexact(keys, reflect.TypeOf(v)) {
 		return nil

@@ -1,7 +1,9 @@
 package notify
 
 import (
+	"bytes"
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -90,34 +92,38 @@ func decodeRecipientsFlat(b []byte, out []Recipient) ([]Recipient, bool) {
 	r := NewFlatReader(b)
 	ok := r.Array(func() bool {
 		out = append(out, Recipient{})
-		rc := &out[len(out)-1]
-		return r.Object(func(key string) bool {
-			var f *string
-			switch key {
-			case "user_id":
-				f = &rc.UserID
-			case "email":
-				f = &rc.Email
-			case "phone":
-				f = &rc.Phone
-			case "fcm_token":
-				f = &rc.FCMToken
-			case "apns_token":
-				f = &rc.APNsToken
-			case "app":
-				f = &rc.App
-			default:
-				return false
-			}
-			s, ok := r.String()
-			*f = s
-			return ok
-		})
+		return readRecipient(r, &out[len(out)-1])
 	})
 	if !ok || !r.End() {
 		return nil, false
 	}
 	return out, true
+}
+
+// readRecipient reads one recipient object into rc.
+func readRecipient(r *FlatReader, rc *Recipient) bool {
+	return r.Object(func(key string) bool {
+		var f *string
+		switch key {
+		case "user_id":
+			f = &rc.UserID
+		case "email":
+			f = &rc.Email
+		case "phone":
+			f = &rc.Phone
+		case "fcm_token":
+			f = &rc.FCMToken
+		case "apns_token":
+			f = &rc.APNsToken
+		case "app":
+			f = &rc.App
+		default:
+			return false
+		}
+		s, ok := r.String()
+		*f = s
+		return ok
+	})
 }
 
 // FlatReader reads a JSON document of a known shape in one pass, or says it cannot: a caller
@@ -254,4 +260,92 @@ func (r *FlatReader) Int() (int, bool) {
 	}
 	r.i = j
 	return n, true
+}
+
+// Skip passes over one value of any kind and returns its bytes, which it does not check beyond
+// where the value ends: a caller hands them to encoding/json, which does.
+func (r *FlatReader) Skip() ([]byte, bool) {
+	r.ws()
+	start := r.i
+	depth := 0
+	for r.i < len(r.b) {
+		switch c := r.b[r.i]; c {
+		case '"':
+			j := r.i + 1
+			for j < len(r.b) && r.b[j] != '"' {
+				if r.b[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if j >= len(r.b) {
+				return nil, false
+			}
+			r.i = j + 1
+		case '{', '[':
+			depth++
+			r.i++
+		case '}', ']':
+			if depth == 0 {
+				return r.b[start:r.i], r.i > start
+			}
+			depth--
+			r.i++
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return r.b[start:r.i], r.i > start
+			}
+			r.i++
+		default:
+			r.i++
+		}
+		if depth == 0 && r.i > start && (r.b[start] == '"' || r.b[start] == '{' || r.b[start] == '[') {
+			return r.b[start:r.i], true
+		}
+	}
+	return r.b[start:r.i], depth == 0 && r.i > start
+}
+
+// DecodeSendRequest reads a send request into *req as a json.Decoder with DisallowUnknownFields
+// reads a document holding just that object, keeping req.Recipients' room: its recipients
+// flat, the rest (small) with encoding/json. It returns false, with *req's fields as they
+// were, for a document it does not read so; the caller decodes that with encoding/json.
+func DecodeSendRequest(b []byte, req *SendRequest) bool {
+	v := SendRequest{Recipients: req.Recipients[:0]}
+	r := NewFlatReader(b)
+	rest := make([]byte, 0, 1024)
+	rest = append(rest, '{')
+	ok := r.Object(func(key string) bool {
+		if key == "recipients" {
+			rs, ok := v.Recipients[:0], false
+			ok = r.Array(func() bool {
+				rs = append(rs, Recipient{})
+				return readRecipient(r, &rs[len(rs)-1])
+			})
+			v.Recipients = rs
+			return ok
+		}
+		if strings.EqualFold(key, "recipients") {
+			return false // encoding/json's to match without case
+		}
+		raw, ok := r.Skip()
+		if len(rest) > 1 {
+			rest = append(rest, ',')
+		}
+		rest = AppendJSONString(rest, key)
+		rest = append(rest, ':')
+		rest = append(rest, raw...)
+		return ok
+	})
+	if !ok || !r.End() || v.Recipients == nil {
+		return false
+	}
+	rest = append(rest, '}')
+	dec := json.NewDecoder(bytes.NewReader(rest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return false
+	}
+	*req = v
+	return true
 }

@@ -1,10 +1,12 @@
 package notify
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -144,6 +146,94 @@ func BenchmarkRecipients500(b *testing.B) {
 	b.Run("decode/flat", func(b *testing.B) {
 		for b.Loop() {
 			_, _ = DecodeRecipients(doc, make([]Recipient, 0, 500))
+		}
+	})
+}
+
+// checkSendRequestLikeEncodingJSON fails if DecodeSendRequest reads doc otherwise than a
+// json.Decoder with DisallowUnknownFields would; it reports whether doc was read flat.
+func checkSendRequestLikeEncodingJSON(t *testing.T, doc string) bool {
+	t.Helper()
+	want := SendRequest{Recipients: RecipientsRoom([]byte(doc))}
+	dec := json.NewDecoder(strings.NewReader(doc))
+	dec.DisallowUnknownFields()
+	wantErr := dec.Decode(&want)
+	got := SendRequest{Recipients: RecipientsRoom([]byte(doc)), Locale: "before"}
+	if !DecodeSendRequest([]byte(doc), &got) {
+		if got.Locale != "before" {
+			t.Fatalf("%q: not read, but the request was changed: %#v", doc, got)
+		}
+		return false
+	}
+	if wantErr != nil {
+		t.Fatalf("%q: read flat, but encoding/json says %v", doc, wantErr)
+	}
+	if len(got.Recipients) == 0 && len(want.Recipients) == 0 {
+		got.Recipients, want.Recipients = nil, nil
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q:\n got %#v\nwant %#v", doc, got, want)
+	}
+	return true
+}
+
+func TestDecodeSendRequestIsEncodingJSON(t *testing.T) {
+	flat := []string{
+		`{"channels":["push"],"content":{"title":"Hi","body":"there","data":{"k":"v"}},"recipients":[{"fcm_token":"t1"},{"user_id":"u2"}]}`,
+		`{"version":1,"idempotency_key":"k-1","category":"marketing","channels":["push","inbox"],"content":{"title":"A \"quoted\" title"},` +
+			`"localized":{"ko":{"title":"안녕"}},"recipients":[{"user_id":"u"}],"ttl_seconds":60,"send_at":"2026-12-03T08:00:00Z","priority":"normal"}`,
+		` { "recipients" : [ ] , "channels" : [ "push" ] } `,
+		`{"recipients":[{"user_id":"a"}],"recipients":[{"user_id":"b"}],"content":{"title":"x"},"content":{"body":"y"}}`,
+		`{"Channels":["push"],"recipients":[{"user_id":"u"}]}`, // other keys keep encoding/json's matching without case
+		`{"template":{"name":"welcome","data":{"n":[1,2,{"a":null}],"s":"x\\y\u00e9"}},"recipients":[{"user_id":"u"}]}`,
+	}
+	for _, doc := range flat {
+		if !checkSendRequestLikeEncodingJSON(t, doc) {
+			t.Errorf("not read flat: %s", doc)
+		}
+	}
+	for _, doc := range []string{
+		`{"recipients":[{"user_id":"u"}],"nope":1}`, `{"recipients":[{"user_id":"u","nope":1}]}`, `{"Recipients":[{"user_id":"u"}]}`,
+		`{"recipients":null}`, `{"channels":["push"]}`, `{"recipients":[]} trailing`, `{"recipients":[{"user_id":"\u0041"}]}`,
+		`{"content":{"title":},"recipients":[]}`, `{"content":{"title":"x"}}}`, `{"ttl_seconds":"60","recipients":[]}`,
+		`{"content":{"title":"x","recipients":[]}`, `{"channels":["push"],"recipients":[],}`, `{"channels":["push]"],"recipients":[]}`,
+		`{"channels":[1 2],"recipients":[]}`, `{"version":01,"recipients":[]}`, `{"channels":"push\` + "\n" + `","recipients":[]}`,
+		``, `[]`, `{`, `{"recipients":[{"user_id":"u"}]`,
+	} {
+		checkSendRequestLikeEncodingJSON(t, doc)
+	}
+}
+
+func FuzzDecodeSendRequest(f *testing.F) {
+	for _, seed := range []string{`{"channels":["push"],"content":{"title":"Hi"},"recipients":[{"fcm_token":"t1"}]}`,
+		`{"template":{"name":"w","data":{"a":[1,{"b":"c\"d"}]}},"recipients":[]}`, `{"recipients":[],"x":1}`, `{"ttl_seconds":5,"recipients":[{}]}`} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, doc string) { checkSendRequestLikeEncodingJSON(t, doc) })
+}
+
+func BenchmarkSendRequest10000(b *testing.B) {
+	req := SendRequest{Channels: []Channel{ChannelPush}, Content: Content{Title: "Bench", Body: "pipeline"}, Category: CategoryMarketing}
+	for i := range 10000 {
+		req.Recipients = append(req.Recipients, Recipient{FCMToken: fmt.Sprintf("e2e-%07d-bench-token-padding-to-a-realistic-length", i)})
+	}
+	doc, _ := json.Marshal(req)
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			v := SendRequest{Recipients: RecipientsRoom(doc)}
+			dec := json.NewDecoder(bytes.NewReader(doc))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("flat", func(b *testing.B) {
+		for b.Loop() {
+			v := SendRequest{Recipients: RecipientsRoom(doc)}
+			if !DecodeSendRequest(doc, &v) {
+				b.Fatal("not read")
+			}
 		}
 	})
 }

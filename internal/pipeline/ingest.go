@@ -99,10 +99,12 @@ const batchParallelism = 10
 // with the id the API chose (AttrNotificationID) or the one its key derives.
 func (p *Pipeline) parseSend(ctx context.Context, service string, m notify.Message) (*notify.Notification, error) {
 	req := notify.SendRequest{Recipients: notify.RecipientsRoom(m.Body)}
-	dec := json.NewDecoder(bytes.NewReader(m.Body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, notify.Wrap(notify.EINVALID, err, "ingest: body is not a SendRequest")
+	if !notify.DecodeSendRequest(m.Body, &req) { // its recipients flat; else encoding/json, which says what is wrong
+		dec := json.NewDecoder(bytes.NewReader(m.Body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return nil, notify.Wrap(notify.EINVALID, err, "ingest: body is not a SendRequest")
+		}
 	}
 	now := p.clock.Now()
 	// A producer writing straight to the queue may name a template: it is rendered here, and a
