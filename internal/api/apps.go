@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"herald/internal/notify"
@@ -42,6 +43,10 @@ func (s *server) checkApp(field string, platform notify.Platform, app string) er
 
 // checkRecipientApps checks the app of every direct-token recipient.
 func (s *server) checkRecipientApps(rs []notify.Recipient) error {
+	var (
+		prevApp      string
+		prevPlatform notify.Platform // "" until one is checked
+	)
 	for i, r := range rs {
 		var p notify.Platform
 		switch {
@@ -52,9 +57,13 @@ func (s *server) checkRecipientApps(rs []notify.Recipient) error {
 		default:
 			continue
 		}
-		if err := s.checkApp(fmt.Sprintf("recipients[%d].app", i), p, r.App); err != nil {
+		if r.App == prevApp && p == prevPlatform {
+			continue // checked on the recipient before: a list of tokens mostly names one app
+		}
+		if err := s.checkApp("recipients["+strconv.Itoa(i)+"].app", p, r.App); err != nil {
 			return err
 		}
+		prevApp, prevPlatform = r.App, p
 	}
 	return nil
 }
