@@ -79,6 +79,9 @@ func AppendRecipients(dst []byte, rs []Recipient) []byte {
 // json.Unmarshal would, and returns them.
 func DecodeRecipients(b []byte, rs []Recipient) ([]Recipient, error) {
 	if out, ok := decodeRecipientsFlat(b, rs[:0]); ok {
+		if out == nil {
+			out = []Recipient{} // an empty array, as encoding/json makes of it
+		}
 		return out, nil
 	}
 	out := rs[:0]

@@ -53,6 +53,9 @@ func checkLikeEncodingJSON(t *testing.T, doc string) {
 	t.Helper()
 	var want []Recipient
 	wantErr := json.Unmarshal([]byte(doc), &want)
+	if nilRoom, err := DecodeRecipients([]byte(doc), nil); err == nil && wantErr == nil && (nilRoom == nil) != (want == nil) {
+		t.Fatalf("%q into no room: nil %v, encoding/json's %v", doc, nilRoom == nil, want == nil)
+	}
 	got, err := DecodeRecipients([]byte(doc), make([]Recipient, 3, 8))
 	if (err != nil) != (wantErr != nil) {
 		t.Fatalf("%q: error %v, encoding/json's %v", doc, err, wantErr)
