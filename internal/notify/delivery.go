@@ -78,8 +78,19 @@ type Delivery struct {
 // DeliveryID is deterministic, so a redelivered prepare step creates the same deliveries and the
 // store's create-if-absent makes it idempotent.
 func DeliveryID(notificationID string, c Channel, address string) string {
-	h := sha256.Sum256([]byte(notificationID + "\x00" + string(c) + "\x00" + address))
-	return "d_" + hex.EncodeToString(h[:12])
+	// The hashed text is built on the stack for the usual lengths, and the id is one allocation:
+	// prepare makes one per recipient.
+	var in [256]byte
+	b := append(in[:0], notificationID...)
+	b = append(b, 0)
+	b = append(b, c...)
+	b = append(b, 0)
+	b = append(b, address...)
+	h := sha256.Sum256(b)
+	var id [2 + 24]byte
+	id[0], id[1] = 'd', '_'
+	hex.Encode(id[2:], h[:12])
+	return string(id[:])
 }
 
 // AddressKey is the stable, non-reversible key stores use for an address (suppression lookups).

@@ -245,16 +245,28 @@ func tally(ds []notify.Delivery) map[notify.Channel]notify.ChannelStats {
 // resolve differently (a device registered in between), its batches get new ids: addresses may
 // then be sent twice, with the same collapse id, but none is lost.
 func batchID(sm sendMsg) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", sm.NotificationID, sm.Provider, sm.App)
+	// The hashed text, written into one buffer: the same bytes as ever (a retried batch must
+	// keep its id across versions).
+	n := len(sm.NotificationID) + len(sm.Provider) + len(sm.App) + 24
+	for _, it := range sm.Items {
+		n += 1 + len(it.DeliveryID)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, sm.NotificationID...)
+	b = append(b, 0)
+	b = append(b, sm.Provider...)
+	b = append(b, 0)
+	b = append(b, sm.App...)
+	b = append(b, 0)
 	if sm.HoldUntil != nil {
-		fmt.Fprintf(h, "%d", sm.HoldUntil.Unix())
+		b = strconv.AppendInt(b, sm.HoldUntil.Unix(), 10)
 	}
 	for _, it := range sm.Items {
-		h.Write([]byte{0})
-		h.Write([]byte(it.DeliveryID))
+		b = append(b, 0)
+		b = append(b, it.DeliveryID...)
 	}
-	return "b_" + hex.EncodeToString(h.Sum(nil)[:12])
+	h := sha256.Sum256(b)
+	return "b_" + hex.EncodeToString(h[:12])
 }
 
 // retryBatchID names retry number `retry` of a bulk batch: deterministic, so a re-run of the
