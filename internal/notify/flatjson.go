@@ -29,9 +29,9 @@ func AppendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// appendField appends `,"key":"value"` (no comma before the first field of an object) when
-// value is not empty: a string field tagged omitempty.
-func appendField(dst []byte, first *bool, key, value string) []byte {
+// AppendJSONOmitEmpty is AppendJSONKey for a string field tagged omitempty: nothing when value
+// is empty.
+func AppendJSONOmitEmpty(dst []byte, first *bool, key, value string) []byte {
 	if value == "" {
 		return dst
 	}
@@ -64,12 +64,12 @@ func AppendRecipients(dst []byte, rs []Recipient) []byte {
 		r := &rs[i]
 		first := true
 		dst = append(dst, '{')
-		dst = appendField(dst, &first, "user_id", r.UserID)
-		dst = appendField(dst, &first, "email", r.Email)
-		dst = appendField(dst, &first, "phone", r.Phone)
-		dst = appendField(dst, &first, "fcm_token", r.FCMToken)
-		dst = appendField(dst, &first, "apns_token", r.APNsToken)
-		dst = appendField(dst, &first, "app", r.App)
+		dst = AppendJSONOmitEmpty(dst, &first, "user_id", r.UserID)
+		dst = AppendJSONOmitEmpty(dst, &first, "email", r.Email)
+		dst = AppendJSONOmitEmpty(dst, &first, "phone", r.Phone)
+		dst = AppendJSONOmitEmpty(dst, &first, "fcm_token", r.FCMToken)
+		dst = AppendJSONOmitEmpty(dst, &first, "apns_token", r.APNsToken)
+		dst = AppendJSONOmitEmpty(dst, &first, "app", r.App)
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')

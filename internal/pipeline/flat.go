@@ -26,12 +26,12 @@ func (m sendMsg) appendJSON(dst []byte) ([]byte, bool) {
 	dst = append(dst, '{')
 	dst = notify.AppendJSONKey(dst, &first, "notification_id", m.NotificationID)
 	dst = notify.AppendJSONKey(dst, &first, "provider", string(m.Provider))
-	dst = appendOmitEmpty(dst, &first, "app", m.App)
+	dst = notify.AppendJSONOmitEmpty(dst, &first, "app", m.App)
 	if m.Retry != 0 {
 		dst = append(dst, `,"retry":`...)
 		dst = strconv.AppendInt(dst, int64(m.Retry), 10)
 	}
-	dst = appendOmitEmpty(dst, &first, "batch", m.BatchID)
+	dst = notify.AppendJSONOmitEmpty(dst, &first, "batch", m.BatchID)
 	if m.Items == nil {
 		dst = append(dst, `,"items":null}`...)
 		return dst, true
@@ -46,21 +46,14 @@ func (m sendMsg) appendJSON(dst []byte) ([]byte, bool) {
 		dst = append(dst, '{')
 		dst = notify.AppendJSONKey(dst, &first, "id", it.DeliveryID)
 		dst = notify.AppendJSONKey(dst, &first, "address", it.Address)
-		dst = appendOmitEmpty(dst, &first, "locale", it.Locale)
-		dst = appendOmitEmpty(dst, &first, "env", it.Environment)
-		dst = appendOmitEmpty(dst, &first, "user", it.UserID)
-		dst = appendOmitEmpty(dst, &first, "fallback_of", it.FallbackOf)
-		dst = appendOmitEmpty(dst, &first, "kind", it.Kind)
+		dst = notify.AppendJSONOmitEmpty(dst, &first, "locale", it.Locale)
+		dst = notify.AppendJSONOmitEmpty(dst, &first, "env", it.Environment)
+		dst = notify.AppendJSONOmitEmpty(dst, &first, "user", it.UserID)
+		dst = notify.AppendJSONOmitEmpty(dst, &first, "fallback_of", it.FallbackOf)
+		dst = notify.AppendJSONOmitEmpty(dst, &first, "kind", it.Kind)
 		dst = append(dst, '}')
 	}
 	return append(dst, ']', '}'), true
-}
-
-func appendOmitEmpty(dst []byte, first *bool, key, value string) []byte {
-	if value == "" {
-		return dst
-	}
-	return notify.AppendJSONKey(dst, first, key, value)
 }
 
 // decodeFlat reads body into m (whose Items' room it keeps) when it is flat JSON it can read as
