@@ -82,10 +82,10 @@ func decodeJSON(raw []byte, v any) error {
 	if req, ok := v.(*notify.SendRequest); ok && req.Recipients == nil {
 		req.Recipients = notify.RecipientsRoom(raw)
 	}
-	// A send request's recipients are read flat when they can be (notify.DecodeSendRequest: the
-	// same result, one object with nothing after it); anything it does not read, encoding/json
+	// A send request's recipients are read flat when they can be (notify.ReadSendRequestFlat:
+	// the same result, one object with nothing after it); anything it does not read, encoding/json
 	// does, and names what is wrong.
-	if req, ok := v.(*notify.SendRequest); !ok || !notify.DecodeSendRequest(raw, req) {
+	if req, ok := v.(*notify.SendRequest); !ok || !notify.ReadSendRequestFlat(raw, req) {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(v); err != nil {

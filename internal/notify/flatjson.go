@@ -93,14 +93,20 @@ func DecodeRecipients(b []byte, rs []Recipient) ([]Recipient, error) {
 
 func decodeRecipientsFlat(b []byte, out []Recipient) ([]Recipient, bool) {
 	r := NewFlatReader(b)
-	ok := r.Array(func() bool {
-		out = append(out, Recipient{})
-		return readRecipient(r, &out[len(out)-1])
-	})
+	out, ok := readRecipients(r, out)
 	if !ok || !r.End() {
 		return nil, false
 	}
 	return out, true
+}
+
+// readRecipients reads an array of recipients, appending them to out.
+func readRecipients(r *FlatReader, out []Recipient) ([]Recipient, bool) {
+	ok := r.Array(func() bool {
+		out = append(out, Recipient{})
+		return readRecipient(r, &out[len(out)-1])
+	})
+	return out, ok
 }
 
 // readRecipient reads one recipient object into rc.
@@ -270,62 +276,83 @@ func (r *FlatReader) Int() (int, bool) {
 func (r *FlatReader) Skip() ([]byte, bool) {
 	r.ws()
 	start := r.i
-	depth := 0
-	for r.i < len(r.b) {
-		switch c := r.b[r.i]; c {
-		case '"':
-			j := r.i + 1
-			for j < len(r.b) && r.b[j] != '"' {
-				if r.b[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			if j >= len(r.b) {
+	if r.i >= len(r.b) {
+		return nil, false
+	}
+	switch r.b[r.i] {
+	case '"':
+		if !r.skipString() {
+			return nil, false
+		}
+	case '{', '[':
+		for depth := 0; ; {
+			if r.i >= len(r.b) {
 				return nil, false
 			}
-			r.i = j + 1
-		case '{', '[':
-			depth++
-			r.i++
-		case '}', ']':
-			if depth == 0 {
-				return r.b[start:r.i], r.i > start
-			}
-			depth--
-			r.i++
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return r.b[start:r.i], r.i > start
+			switch r.b[r.i] {
+			case '"':
+				if !r.skipString() {
+					return nil, false
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
 			}
 			r.i++
-		default:
-			r.i++
+			if depth == 0 {
+				break
+			}
 		}
-		if depth == 0 && r.i > start && (r.b[start] == '"' || r.b[start] == '{' || r.b[start] == '[') {
-			return r.b[start:r.i], true
+	default: // a number or a literal: up to what ends it
+		for r.i < len(r.b) && strings.IndexByte(",}] \t\n\r", r.b[r.i]) < 0 {
+			r.i++
 		}
 	}
-	return r.b[start:r.i], depth == 0 && r.i > start
+	return r.b[start:r.i], r.i > start
 }
 
-// DecodeSendRequest reads a send request into *req as a json.Decoder with DisallowUnknownFields
-// reads a document holding just that object, keeping req.Recipients' room: its recipients
-// flat, the rest (small) with encoding/json. It returns false, with *req's fields as they
-// were, for a document it does not read so; the caller decodes that with encoding/json.
-func DecodeSendRequest(b []byte, req *SendRequest) bool {
+// skipString passes over the string at r.i, escapes and all.
+func (r *FlatReader) skipString() bool {
+	for j := r.i + 1; j < len(r.b); j++ {
+		switch r.b[j] {
+		case '\\':
+			j++
+		case '"':
+			r.i = j + 1
+			return true
+		}
+	}
+	return false
+}
+
+// DecodeSendRequest decodes the send request that b starts with into *req, keeping
+// req.Recipients' room, as a json.Decoder with DisallowUnknownFields does: flat when it can
+// (ReadSendRequestFlat), else with that decoder, whose error says what is wrong.
+func DecodeSendRequest(b []byte, req *SendRequest) error {
+	if ReadSendRequestFlat(b, req) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(req)
+}
+
+// ReadSendRequestFlat reads a send request into *req as a json.Decoder with
+// DisallowUnknownFields reads a document holding just that object, keeping req.Recipients' room:
+// its recipients flat, the rest (small) with encoding/json. It returns false, with *req's fields
+// as they were, for a document it does not read so, for the caller to decode with encoding/json
+// (DecodeSendRequest; the API, which names the field of an error its own way).
+func ReadSendRequestFlat(b []byte, req *SendRequest) bool {
 	v := SendRequest{Recipients: req.Recipients[:0]}
 	r := NewFlatReader(b)
 	rest := make([]byte, 0, 1024)
 	rest = append(rest, '{')
 	ok := r.Object(func(key string) bool {
 		if key == "recipients" {
-			rs, ok := v.Recipients[:0], false
-			ok = r.Array(func() bool {
-				rs = append(rs, Recipient{})
-				return readRecipient(r, &rs[len(rs)-1])
-			})
-			v.Recipients = rs
+			var ok bool
+			v.Recipients, ok = readRecipients(r, v.Recipients[:0])
 			return ok
 		}
 		if strings.EqualFold(key, "recipients") {

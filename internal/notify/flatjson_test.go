@@ -153,7 +153,7 @@ func BenchmarkRecipients500(b *testing.B) {
 	})
 }
 
-// checkSendRequestLikeEncodingJSON fails if DecodeSendRequest reads doc otherwise than a
+// checkSendRequestLikeEncodingJSON fails if ReadSendRequestFlat reads doc otherwise than a
 // json.Decoder with DisallowUnknownFields would; it reports whether doc was read flat.
 func checkSendRequestLikeEncodingJSON(t *testing.T, doc string) bool {
 	t.Helper()
@@ -162,7 +162,7 @@ func checkSendRequestLikeEncodingJSON(t *testing.T, doc string) bool {
 	dec.DisallowUnknownFields()
 	wantErr := dec.Decode(&want)
 	got := SendRequest{Recipients: RecipientsRoom([]byte(doc)), Locale: "before"}
-	if !DecodeSendRequest([]byte(doc), &got) {
+	if !ReadSendRequestFlat([]byte(doc), &got) {
 		if got.Locale != "before" {
 			t.Fatalf("%q: not read, but the request was changed: %#v", doc, got)
 		}
@@ -234,7 +234,7 @@ func BenchmarkSendRequest10000(b *testing.B) {
 	b.Run("flat", func(b *testing.B) {
 		for b.Loop() {
 			v := SendRequest{Recipients: RecipientsRoom(doc)}
-			if !DecodeSendRequest(doc, &v) {
+			if !ReadSendRequestFlat(doc, &v) {
 				b.Fatal("not read")
 			}
 		}

@@ -9,9 +9,15 @@ import (
 // A send batch carries up to 500 items from prepare to send: it is written and read as flat
 // JSON (notify.FlatReader), the same bytes encoding/json writes, which reads anything else.
 
-// flatJSON is a message body that writes itself; ok false means encoding/json writes it.
+// flatJSON is a message body that writes itself (send); ok false means encoding/json writes it.
 type flatJSON interface {
 	appendJSON(dst []byte) (out []byte, ok bool)
+}
+
+// flatDecoder is a message body that reads itself (decode); false leaves it as it was, for
+// encoding/json to read.
+type flatDecoder interface {
+	decodeFlat(body []byte) bool
 }
 
 // appendJSON writes m as json.Marshal does, unless it holds a quiet-hours hold (a time).

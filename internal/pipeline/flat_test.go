@@ -40,7 +40,7 @@ func TestSendMsgFlatIsEncodingJSON(t *testing.T) {
 		}
 		flat := sendMsg{Items: make([]sendItem, 0, 4)}
 		if flat.decodeFlat(want) {
-			if !reflect.DeepEqual(flat.Items == nil, viaJSON.Items == nil) || len(flat.Items) != len(viaJSON.Items) {
+			if (flat.Items == nil) != (viaJSON.Items == nil) || len(flat.Items) != len(viaJSON.Items) {
 				t.Fatalf("%s: items %#v, encoding/json's %#v", m.NotificationID, flat.Items, viaJSON.Items)
 			}
 			if len(flat.Items) == 0 {

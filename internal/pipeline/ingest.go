@@ -1,9 +1,7 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -99,12 +97,8 @@ const batchParallelism = 10
 // with the id the API chose (AttrNotificationID) or the one its key derives.
 func (p *Pipeline) parseSend(ctx context.Context, service string, m notify.Message) (*notify.Notification, error) {
 	req := notify.SendRequest{Recipients: notify.RecipientsRoom(m.Body)}
-	if !notify.DecodeSendRequest(m.Body, &req) { // its recipients flat; else encoding/json, which says what is wrong
-		dec := json.NewDecoder(bytes.NewReader(m.Body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return nil, notify.Wrap(notify.EINVALID, err, "ingest: body is not a SendRequest")
-		}
+	if err := notify.DecodeSendRequest(m.Body, &req); err != nil {
+		return nil, notify.Wrap(notify.EINVALID, err, "ingest: body is not a SendRequest")
 	}
 	now := p.clock.Now()
 	// A producer writing straight to the queue may name a template: it is rendered here, and a

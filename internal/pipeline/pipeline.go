@@ -275,7 +275,12 @@ func (p *Pipeline) send(ctx context.Context, queue, group string, delay time.Dur
 	return nil
 }
 
+// decode reads a message body into v: flat when v reads itself so and can (flatDecoder), else
+// with encoding/json.
 func decode(body []byte, v any) error {
+	if f, ok := v.(flatDecoder); ok && f.decodeFlat(body) {
+		return nil
+	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return notify.Wrap(notify.EINVALID, err, "undecodable message body")
 	}

@@ -47,10 +47,8 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 	// Each item is an object that starts with its id (sendMsg is ours): the items are decoded
 	// into room for that many, not grown a doubling at a time.
 	sm := sendMsg{Items: make([]sendItem, 0, min(bytes.Count(m.Body, []byte(`{"id":`)), maxItemsHint))}
-	if !sm.decodeFlat(m.Body) {
-		if err := decode(m.Body, &sm); err != nil {
-			return err
-		}
+	if err := decode(m.Body, &sm); err != nil {
+		return err
 	}
 	n, err := p.notification(ctx, sm.NotificationID)
 	if notify.IsCode(err, notify.ENOTFOUND) {
