@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,16 +30,8 @@ func TestProducerMessagesKilledResumeAtRestart(t *testing.T) {
 		large, perLarge = 8, 250 // through the stage queues
 		single          = 1500   // each a single push, the express path: ingest holds these in flight at the kill
 	)
-	dir := t.TempDir()
-	data, cfgPath := filepath.Join(dir, "data"), filepath.Join(dir, "herald.yaml")
 	// demo may read the queues' dead letters (/v1/admin/…).
-	cfg := strings.Replace(sendKillConfig, "api_keys: [dev-demo-key]", "api_keys: [dev-demo-key]\n    admin: true", 1)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	h := newSendKillHerald(t, strings.Replace(sendKillConfig, "api_keys: [dev-demo-key]", "api_keys: [dev-demo-key]\n    admin: true", 1))
 
 	// The producer: requests written to the ingest queue before herald runs, as SQS would hold them.
 	type request struct {
@@ -62,7 +53,7 @@ func TestProducerMessagesKilledResumeAtRestart(t *testing.T) {
 		}
 		reqs = append(reqs, r)
 	}
-	db, err := sqlite.Open(filepath.Join(data, "queue.db"))
+	db, err := sqlite.Open(filepath.Join(h.data, "queue.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,17 +81,15 @@ func TestProducerMessagesKilledResumeAtRestart(t *testing.T) {
 	}
 
 	total := large*perLarge + single
-	h := sendKillHerald{data: data, cfgPath: cfgPath, addr: freeAddr(t), logs: newKillLog()}
-	h.base = "http://" + h.addr
-	h.p = startKillHerald(t, h.addr, h.data, h.cfgPath, h.logs)
+	h.start(t)
 	atKill := h.killAfter(t, single/5)
 	if atKill >= total {
 		t.Skipf("all %d pushes were out before the kill landed: nothing was in flight", atKill)
 	}
 
 	restarted := time.Now()
-	startKillHerald(t, h.addr, h.data, h.cfgPath, h.logs)
-	recordFile := filepath.Join(data, "sandbox-deliveries.jsonl")
+	h.start(t)
+	recordFile := filepath.Join(h.data, "sandbox-deliveries.jsonl")
 	client := &http.Client{Timeout: 10 * time.Second}
 	for {
 		seen := map[string]bool{}
@@ -119,21 +108,7 @@ func TestProducerMessagesKilledResumeAtRestart(t *testing.T) {
 		if r.key == "" {
 			continue
 		}
-		id := notify.NotificationIDFor("demo", r.key, time.Time{})
-		for {
-			var st struct{ Status string }
-			killAPI(client, http.MethodGet, h.base+"/v1/notifications/"+id+"?limit=1", nil, &st)
-			if st.Status == "SENT" {
-				break
-			}
-			if st.Status != "" && st.Status != "ACCEPTED" && st.Status != "PROCESSING" {
-				t.Fatalf("notification %s (key %s) ended %s, want SENT", id, r.key, st.Status)
-			}
-			if time.Since(restarted) > 2*time.Minute {
-				t.Fatalf("notification %s (key %s) still %q two minutes after the restart\n%s", id, r.key, st.Status, h.logs.tail())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		h.awaitSent(t, client, notify.NotificationIDFor("demo", r.key, time.Time{}), restarted)
 	}
 	took := time.Since(restarted)
 	if !strings.Contains(h.logs.String(), "released the work in flight when the last run stopped") {

@@ -45,14 +45,52 @@ type sendKillHerald struct {
 
 func startSendKillHerald(t *testing.T) sendKillHerald {
 	t.Helper()
+	h := newSendKillHerald(t, sendKillConfig)
+	h.start(t)
+	return h
+}
+
+// newSendKillHerald is a sendKillHerald on config cfg, its data directory made, not started.
+func newSendKillHerald(t *testing.T, cfg string) sendKillHerald {
+	t.Helper()
 	dir := t.TempDir()
 	h := sendKillHerald{data: filepath.Join(dir, "data"), cfgPath: filepath.Join(dir, "herald.yaml"), addr: freeAddr(t), logs: newKillLog()}
-	if err := os.WriteFile(h.cfgPath, []byte(sendKillConfig), 0o600); err != nil {
+	if err := os.WriteFile(h.cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(h.data, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	h.base = "http://" + h.addr
-	h.p = startKillHerald(t, h.addr, h.data, h.cfgPath, h.logs)
 	return h
+}
+
+// start starts h's herald dev (again, after a kill).
+func (h *sendKillHerald) start(t *testing.T) {
+	t.Helper()
+	h.p = startKillHerald(t, h.addr, h.data, h.cfgPath, h.logs)
+}
+
+// awaitSent waits until notification id is SENT, failing the test if it ends otherwise or is
+// not done two minutes after since (the restart).
+func (h sendKillHerald) awaitSent(t *testing.T, client *http.Client, id string, since time.Time) {
+	t.Helper()
+	for {
+		var st struct{ Status string }
+		killAPI(client, http.MethodGet, h.base+"/v1/notifications/"+id+"?limit=1", nil, &st)
+		switch st.Status {
+		case "SENT":
+			return
+		case "", "ACCEPTED", "PROCESSING":
+		default:
+			t.Fatalf("notification %s ended %s, want SENT", id, st.Status)
+		}
+		if time.Since(since) > 2*time.Minute {
+			t.Fatalf("notification %s still %q two minutes after the restart: what was in flight waits for its ten-minute lease\n%s",
+				id, st.Status, h.logs.tail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // killAfter sends SIGKILL once the sandbox has recorded n pushes (or after a minute), waits
@@ -81,7 +119,7 @@ func TestSendKilledMidSendResumesAtRestart(t *testing.T) {
 	}
 	const tokens = 5000
 	h := startSendKillHerald(t)
-	data, cfgPath, addr, base, logs, p := h.data, h.cfgPath, h.addr, h.base, h.logs, h.p
+	data, cfgPath, base, logs, p := h.data, h.cfgPath, h.base, h.logs, h.p
 	client := &http.Client{Timeout: 30 * time.Second}
 
 	// A second process on the same directory would take the first one's work: refused.
@@ -109,25 +147,11 @@ func TestSendKilledMidSendResumesAtRestart(t *testing.T) {
 		t.Skipf("all %d pushes were out before the kill landed: nothing was in flight", atKill)
 	}
 
+	t.Logf("killed at %d of %d pushes; restarting", atKill, tokens)
 	restarted := time.Now()
-	startKillHerald(t, addr, data, cfgPath, logs)
-	var st struct{ Status string }
-	for {
-		st.Status = ""
-		killAPI(client, http.MethodGet, base+"/v1/notifications/"+acc.ID+"?limit=1", nil, &st)
-		if st.Status != "" && st.Status != "ACCEPTED" && st.Status != "PROCESSING" {
-			break
-		}
-		if time.Since(restarted) > 2*time.Minute {
-			t.Fatalf("still %s two minutes after the restart (killed at %d pushes): what was in flight waits for its ten-minute lease\n%s",
-				st.Status, atKill, logs.tail())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	h.start(t)
+	h.awaitSent(t, client, acc.ID, restarted)
 	took := time.Since(restarted)
-	if st.Status != "SENT" {
-		t.Fatalf("notification ended %s, want SENT", st.Status)
-	}
 	if !strings.Contains(logs.String(), "released the work in flight when the last run stopped") {
 		t.Errorf("the restart did not log what it released\n%s", logs.tail())
 	}
@@ -161,7 +185,7 @@ func TestSingleSendsKilledResumeAtRestart(t *testing.T) {
 		t.Skip("starts and kills the herald binary; skipped with -short")
 	}
 	h := startSendKillHerald(t)
-	data, cfgPath, addr, base, logs := h.data, h.cfgPath, h.addr, h.base, h.logs
+	data, base, logs := h.data, h.base, h.logs
 
 	const clients = 32
 	var (
@@ -206,25 +230,11 @@ func TestSingleSendsKilledResumeAtRestart(t *testing.T) {
 	wg.Wait()
 
 	restarted := time.Now()
-	startKillHerald(t, addr, data, cfgPath, logs)
+	h.start(t)
 	mu.Lock()
 	defer mu.Unlock()
 	for id := range accepted {
-		for {
-			var st struct{ Status string }
-			killAPI(client, http.MethodGet, base+"/v1/notifications/"+id+"?limit=1", nil, &st)
-			if st.Status == "SENT" {
-				break
-			}
-			if st.Status != "" && st.Status != "ACCEPTED" && st.Status != "PROCESSING" {
-				t.Fatalf("notification %s ended %s, want SENT", id, st.Status)
-			}
-			if time.Since(restarted) > 2*time.Minute {
-				t.Fatalf("notification %s still %s two minutes after the restart: an express send in flight waits for its ten-minute lease\n%s",
-					id, st.Status, logs.tail())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		h.awaitSent(t, client, id, restarted)
 	}
 	took := time.Since(restarted)
 	idOf := map[string]string{}
