@@ -247,7 +247,7 @@ func tally(ds []notify.Delivery) map[notify.Channel]notify.ChannelStats {
 func batchID(sm sendMsg) string {
 	// The hashed text, written into one buffer: the same bytes as ever (a retried batch must
 	// keep its id across versions).
-	n := len(sm.NotificationID) + len(sm.Provider) + len(sm.App) + 24
+	n := len(sm.NotificationID) + len(sm.Provider) + len(sm.App) + 24 // + the separators and a hold's seconds
 	for _, it := range sm.Items {
 		n += 1 + len(it.DeliveryID)
 	}
