@@ -280,11 +280,7 @@ func (r *FlatReader) Skip() ([]byte, bool) {
 		return nil, false
 	}
 	switch r.b[r.i] {
-	case '"':
-		if !r.skipString() {
-			return nil, false
-		}
-	case '{', '[':
+	case '"', '{', '[': // up to where the nesting it opens closes again
 		for depth := 0; ; {
 			if r.i >= len(r.b) {
 				return nil, false
@@ -294,13 +290,15 @@ func (r *FlatReader) Skip() ([]byte, bool) {
 				if !r.skipString() {
 					return nil, false
 				}
-				continue
 			case '{', '[':
 				depth++
+				r.i++
 			case '}', ']':
 				depth--
+				r.i++
+			default:
+				r.i++
 			}
-			r.i++
 			if depth == 0 {
 				break
 			}
