@@ -74,7 +74,15 @@ func TestKeepCollectsLessAndStopRestores(t *testing.T) {
 	if p := gcPercent(); p <= 100 {
 		t.Fatalf("GOGC with a floor over a small live heap = %d, want above 100", p)
 	}
-	with := churn(512 << 20)
+	// Measured again, up to three times, when one cycle spanned the whole churn: the same busy
+	// machine that shortens the baseline can stretch one marked cycle over all 512 MB (a CI run
+	// once counted 1 collection with the floor, the floor itself in force).
+	var with uint64
+	for range 3 {
+		if with = churn(512 << 20); with >= 2 {
+			break
+		}
+	}
 	t.Logf("collections for 512 MB of garbage: %d without a floor, %d with 128 MB", without, with)
 	if with < 2 || with > 8 || with*4 > without {
 		t.Errorf("with a 128 MB floor 512 MB of garbage took %d collections (%d without); want 2 to 8 (the floor, not more) and at most a quarter", with, without)
