@@ -59,6 +59,9 @@ func (h *herald) addAPI() {
 			Path: jsii.String("/v1/admin/{proxy+}"), Methods: any, Authorizer: iam, Integration: adminIntegration,
 		})
 	}
+	// The routes anyone may call without credentials, each capped on its own
+	// (stack.api.open_routes) below the API's stage limit.
+	var open []awsapigatewayv2.HttpRoute
 	if jwt := h.settings.API.JWT; jwt.Issuer != "" {
 		auth := awsapigatewayv2authorizers.NewHttpJwtAuthorizer(jsii.String("InboxJwt"), jsii.String(jwt.Issuer),
 			&awsapigatewayv2authorizers.HttpJwtAuthorizerProps{
@@ -66,7 +69,7 @@ func (h *herald) addAPI() {
 				JwtAudience:    jsii.Strings(jwt.Audience...),
 			})
 		if h.settings.API.Console && adminIntegration != nil {
-			h.addConsole(api, adminIntegration, auth)
+			open = append(open, h.addConsole(api, adminIntegration, auth)...)
 		}
 		// More specific than /v1/{proxy+}, so API Gateway picks these for inbox paths.
 		for _, path := range []string{"/v1/users/{user}/inbox", "/v1/users/{user}/inbox/{proxy+}"} {
@@ -83,7 +86,32 @@ func (h *herald) addAPI() {
 		Id:     jsii.String("AwsSolutions-APIG4"),
 		Reason: jsii.String("GET /healthz is a liveness probe for load balancers and uptime checks; it returns no data"),
 	}}, jsii.Bool(true))
+	open = append(open, *health...)
+	h.throttleOpenRoutes(stage.Node().DefaultChild().(awsapigatewayv2.CfnStage), open)
 	h.api = api
+}
+
+// throttleOpenRoutes caps each unauthenticated route at stack.api.open_routes: API Gateway
+// answers 429 above it, so a flood on a route that needs no credentials cannot take the
+// concurrency the stages' consumers need. A stage's route settings name routes by key, and
+// CloudFormation refuses one whose route does not exist yet, hence the dependencies.
+func (h *herald) throttleOpenRoutes(stage awsapigatewayv2.CfnStage, routes []awsapigatewayv2.HttpRoute) {
+	settings := map[string]any{}
+	for _, r := range routes {
+		cfn := r.Node().DefaultChild().(awsapigatewayv2.CfnRoute)
+		settings[*cfn.RouteKey()] = h.openRouteThrottle()
+		stage.Node().AddDependency(r)
+	}
+	stage.SetRouteSettings(settings)
+}
+
+// openRouteThrottle is the throttle of one unauthenticated route.
+// RouteSettings is a plain JSON map in the template, so the keys are CloudFormation's own.
+func (h *herald) openRouteThrottle() map[string]any {
+	return map[string]any{
+		"ThrottlingRateLimit":  h.settings.API.OpenRoutes.RateLimit,
+		"ThrottlingBurstLimit": h.settings.API.OpenRoutes.BurstLimit,
+	}
 }
 
 // addConsole routes the operator console to the admin function. A route has one authorizer, so
@@ -93,7 +121,9 @@ func (h *herald) addAPI() {
 // scope, and the audit log names the operator. The page and its script (GET /console,
 // /console/{file}) carry no data and are open: a browser navigating to a page sends no bearer
 // token, so an authorizer there would keep every operator out.
-func (h *herald) addConsole(api awsapigatewayv2.HttpApi, admin awsapigatewayv2.HttpRouteIntegration, auth awsapigatewayv2.IHttpRouteAuthorizer) {
+// It returns those open routes.
+func (h *herald) addConsole(api awsapigatewayv2.HttpApi, admin awsapigatewayv2.HttpRouteIntegration, auth awsapigatewayv2.IHttpRouteAuthorizer) []awsapigatewayv2.HttpRoute {
+	var open []awsapigatewayv2.HttpRoute
 	api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
 		Path: jsii.String("/console/api/{proxy+}"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_ANY},
 		Integration: admin, Authorizer: auth,
@@ -107,5 +137,7 @@ func (h *herald) addConsole(api awsapigatewayv2.HttpApi, admin awsapigatewayv2.H
 			Id:     jsii.String("AwsSolutions-APIG4"),
 			Reason: jsii.String("the console's page and script hold no data; its data routes (/console/api/...) need a JWT with the admin group or scope"),
 		}}, jsii.Bool(true))
+		open = append(open, *page...)
 	}
+	return open
 }

@@ -44,6 +44,52 @@ func (h *herald) listsBucketName() string {
 	return fmt.Sprintf("herald-%s-lists-%s-%s", fit(h.env, room), *h.stack.Account(), *h.stack.Region())
 }
 
+// isolateLists gives each service its own prefix of the lists bucket, lists/<service>/, in the
+// bucket policy: the service's iam_principals may upload there (also from another account, which
+// needs the bucket's Allow), every other principal is explicitly denied it whatever its own
+// policies say, and nobody may write anywhere else in the bucket. A service without
+// iam_principals uploads nothing; its lists go through POST /v1/audiences (the API stores
+// them under the caller's service).
+func (h *herald) isolateLists(bucket awss3.Bucket, arn string) {
+	var prefixes []*string
+	for _, s := range h.cfg.Services {
+		prefix := jsii.String(arn + "/" + listsPrefix + s.Name + "/*")
+		prefixes = append(prefixes, prefix)
+		principals := make([]*string, 0, len(s.IAMPrincipals))
+		for _, p := range s.IAMPrincipals {
+			principals = append(principals, jsii.String(p))
+		}
+		if len(principals) > 0 {
+			bucket.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid:        jsii.String("ServiceMayUpload" + pascal(s.Name)),
+				Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+				Actions:    jsii.Strings("s3:PutObject"),
+				Resources:  &[]*string{prefix},
+				Conditions: &map[string]any{"ArnLike": map[string]any{"aws:PrincipalArn": principals}},
+			}))
+		}
+		// ArnNotLike with no principals would match nobody: deny outright then.
+		deny := &awsiam.PolicyStatementProps{
+			Sid:        jsii.String("OnlyServiceUploads" + pascal(s.Name)),
+			Effect:     awsiam.Effect_DENY,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+			Actions:    jsii.Strings("s3:PutObject"),
+			Resources:  &[]*string{prefix},
+		}
+		if len(principals) > 0 {
+			deny.Conditions = &map[string]any{"ArnNotLike": map[string]any{"aws:PrincipalArn": principals}}
+		}
+		bucket.AddToResourcePolicy(awsiam.NewPolicyStatement(deny))
+	}
+	bucket.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:          jsii.String("UploadsOnlyUnderAService"),
+		Effect:       awsiam.Effect_DENY,
+		Principals:   &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:      jsii.Strings("s3:PutObject"),
+		NotResources: &prefixes,
+	}))
+}
+
 // addAudience creates the lists bucket and connects it to the audience queue and function.
 func (h *herald) addAudience() {
 	fn, ok := h.functions[audienceFunction]
@@ -51,10 +97,6 @@ func (h *herald) addAudience() {
 		return
 	}
 	q := h.queueByName[audienceQueue]
-	removal := awscdk.RemovalPolicy_DESTROY // objects expire within days; an emptied bucket goes with the stack
-	if h.settings.ProtectData {
-		removal = awscdk.RemovalPolicy_RETAIN
-	}
 	name := h.listsBucketName()
 	bucket := awss3.NewBucket(h.stack, jsii.String("ListsBucket"), &awss3.BucketProps{
 		BucketName:        jsii.String(name),
@@ -62,7 +104,7 @@ func (h *herald) addAudience() {
 		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
 		EnforceSSL:        jsii.Bool(true),
 		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
-		RemovalPolicy:     removal,
+		RemovalPolicy:     h.removal(), // objects expire within days; an emptied bucket goes with the stack (dev)
 		LifecycleRules: &[]*awss3.LifecycleRule{{
 			Id:                                  jsii.String("expire-uploaded-lists"),
 			Expiration:                          awscdk.Duration_Days(jsii.Number(listsExpiryDays)),
@@ -105,6 +147,7 @@ func (h *herald) addAudience() {
 		Resources: &[]*string{jsii.String(arn + "/" + listsPrefix + "*")},
 	}))
 	fn.AddEnvironment(jsii.String("HERALD_AUDIENCE_BUCKET"), jsii.String(name), nil)
+	h.isolateLists(bucket, arn)
 
 	awscdk.NewCfnOutput(h.stack, jsii.String("ListsBucketName"), &awscdk.CfnOutputProps{
 		Value:       jsii.String(name),

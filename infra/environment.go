@@ -42,6 +42,16 @@ type Settings struct {
 	Alarms           AlarmSettings               `yaml:"alarms"`
 	Functions        map[string]FunctionSettings `yaml:"functions"`
 	Exports          ExportSettings              `yaml:"exports"`
+	// LambdaConcurrencyQuota is the account's Lambda concurrency quota in the stack's region
+	// (Service Quotas, "Concurrent executions"): 10 where nobody has raised it, the default.
+	// Lambda refuses a reservation that would leave the account less than 100 unreserved, or
+	// less than the whole quota where that is under 100, so with 10 no function may reserve any.
+	LambdaConcurrencyQuota int `yaml:"lambda_concurrency_quota"`
+	// DeployRoles are the principals CloudFormation acts as when it deploys the stack (ARN
+	// patterns): the ingest queues' and the lists bucket's policies refuse everyone else what
+	// only Herald's roles do there, and CloudFormation must still update and delete them.
+	// Default: the CDK bootstrap's execution role, cdk-*-cfn-exec-role-<account>-<region>.
+	DeployRoles []string `yaml:"deploy_roles"`
 }
 
 // ExportSettings configures export files (functions/export).
@@ -64,10 +74,20 @@ type APISettings struct {
 	RateLimit  float64     `yaml:"rate_limit"`  // steady requests per second for the whole API
 	BurstLimit int         `yaml:"burst_limit"` // requests allowed at once above the rate
 	JWT        JWTSettings `yaml:"jwt"`         // end users' tokens for the inbox routes
+	// OpenRoutes caps the routes anyone may call without credentials — GET /healthz, the
+	// console's page and script, and the live inbox's $connect (whose JWT the stream function
+	// checks) — per route, so a flood there cannot take the concurrency the stages need.
+	OpenRoutes ThrottleSettings `yaml:"open_routes"`
 	// Console serves the operator console (/console) from the admin function, its data routes
 	// (/console/api/…) behind the JWT authorizer: operators sign in with a token from jwt.issuer
 	// carrying jwt.admin_group or jwt.admin_scope.
 	Console bool `yaml:"console"`
+}
+
+// ThrottleSettings is an API Gateway throttle: a steady rate and a burst above it.
+type ThrottleSettings struct {
+	RateLimit  float64 `yaml:"rate_limit"`
+	BurstLimit int     `yaml:"burst_limit"`
 }
 
 // JWTSettings is the identity provider whose tokens the inbox routes accept.
@@ -111,6 +131,10 @@ type SlackSettings struct {
 type FunctionSettings struct {
 	Timeout  config.Duration `yaml:"timeout"`
 	MemoryMB int             `yaml:"memory_mb"`
+	// ReservedConcurrency reserves (and caps) the function's concurrency; 0, the default for
+	// every function, reserves none. The sum over functions must leave the account's minimum
+	// unreserved (lambda_concurrency_quota).
+	ReservedConcurrency int `yaml:"reserved_concurrency"`
 }
 
 // defaultFunctionSettings are the sizes used where infra/env/<env>.yaml says nothing. The
@@ -147,6 +171,36 @@ func (s Settings) Function(name string) FunctionSettings {
 	return f
 }
 
+// defaultLambdaConcurrencyQuota is a new account's Lambda concurrency quota.
+const defaultLambdaConcurrencyQuota = 10
+
+// minUnreserved is what Lambda keeps unreserved in an account with quota: 100, or the whole
+// quota where that is smaller.
+func minUnreserved(quota int) int { return min(100, quota) }
+
+// MaxReserved is the most concurrency the functions may reserve together.
+func (s Settings) MaxReserved() int { return s.LambdaConcurrencyQuota - minUnreserved(s.LambdaConcurrencyQuota) }
+
+// ReservedConcurrency is the concurrency the functions reserve together.
+func (s Settings) ReservedConcurrency() int {
+	n := 0
+	for _, f := range s.Functions {
+		n += f.ReservedConcurrency
+	}
+	return n
+}
+
+// reservations lists the functions that reserve concurrency, for an error message.
+func (s Settings) reservations() string {
+	var out []string
+	for _, name := range sortedKeys(s.Functions) {
+		if r := s.Functions[name].ReservedConcurrency; r > 0 {
+			out = append(out, fmt.Sprintf("%s %d", name, r))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 // queueKinds are the keys of alarms.oldest_message_age.
 var queueKinds = []string{"ingest", "realtime", "bulk", "cleanup", "bounce"}
 
@@ -159,6 +213,15 @@ func (s *Settings) applyDefaults() {
 	}
 	if s.API.BurstLimit == 0 {
 		s.API.BurstLimit = 400
+	}
+	if s.API.OpenRoutes.RateLimit == 0 {
+		s.API.OpenRoutes.RateLimit = 20
+	}
+	if s.API.OpenRoutes.BurstLimit == 0 {
+		s.API.OpenRoutes.BurstLimit = 40
+	}
+	if s.LambdaConcurrencyQuota == 0 {
+		s.LambdaConcurrencyQuota = defaultLambdaConcurrencyQuota
 	}
 	a := &s.Alarms
 	defaults := map[string]time.Duration{
@@ -222,8 +285,27 @@ func (s Settings) validate(bad func(key, format string, args ...any)) {
 	if sl := s.Alarms.Slack; sl != nil && (sl.WorkspaceID == "" || sl.ChannelID == "") {
 		bad("stack.alarms.slack", "needs workspace_id and channel_id")
 	}
+	if s.API.OpenRoutes.RateLimit < 1 || s.API.OpenRoutes.BurstLimit < 1 {
+		bad("stack.api.open_routes", "rate_limit and burst_limit must be positive")
+	}
+	for _, r := range s.DeployRoles {
+		if !strings.HasPrefix(r, "arn:") || !strings.Contains(r, ":iam::") {
+			bad("stack.deploy_roles", "%q is not an IAM role ARN (pattern)", r)
+		}
+	}
+	if s.LambdaConcurrencyQuota < 0 {
+		bad("stack.lambda_concurrency_quota", "%d is negative", s.LambdaConcurrencyQuota)
+	}
+	if reserved, most := s.ReservedConcurrency(), s.MaxReserved(); reserved > most {
+		bad("stack.functions", "%d reserved concurrency in all (%s) would leave the account %d unreserved of its quota of %d (stack.lambda_concurrency_quota); "+
+			"Lambda keeps at least %d unreserved and refuses the deploy: reserve at most %d, or raise the quota in Service Quotas first and set stack.lambda_concurrency_quota",
+			reserved, s.reservations(), s.LambdaConcurrencyQuota-reserved, s.LambdaConcurrencyQuota, minUnreserved(s.LambdaConcurrencyQuota), most)
+	}
 	for name, f := range s.Functions {
 		key := "stack.functions." + name
+		if f.ReservedConcurrency < 0 {
+			bad(key+".reserved_concurrency", "%d is negative", f.ReservedConcurrency)
+		}
 		if f.Timeout != 0 && (f.Timeout.D() < time.Second || f.Timeout.D() > 15*time.Minute) {
 			bad(key+".timeout", "must be 1s–15m (and 6× it must fit SQS's 12h visibility limit)")
 		}

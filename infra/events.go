@@ -1,7 +1,11 @@
 package main
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -20,6 +24,8 @@ import (
 var alertedEvents = []string{notify.EventCampaignFailed, notify.EventLargeSendStarted}
 
 func (h *herald) addEventBus() {
+	// Every rule target dead-letters here what it could not deliver after its retries.
+	h.eventsDLQ = h.newDLQ("EventsDlq", "events-dlq")
 	h.eventBus = awsevents.NewEventBus(h.stack, jsii.String("OperatorEvents"), &awsevents.EventBusProps{
 		EventBusName: jsii.String(h.name("events")),
 		Description:  jsii.String("Herald " + h.env + " operator events: large sends starting, campaigns finishing or failing"),
@@ -46,12 +52,10 @@ func (h *herald) addEventAlerts() {
 			"source":      []*string{jsii.String(notify.EventSource)},
 			"detail-type": detailTypes,
 		},
-		State: jsii.String("ENABLED"),
-		Targets: []any{&awsevents.CfnRule_TargetProperty{
-			Id:  jsii.String("AlarmTopic"),
-			Arn: h.alarmTopic.TopicArn(),
-		}},
+		State:   jsii.String("ENABLED"),
+		Targets: []any{h.ruleTarget("AlarmTopic", h.alarmTopic.TopicArn())},
 	})
+	h.watchRule("OperatorAlerts", rule)
 	events := awsiam.NewServicePrincipal(jsii.String("events.amazonaws.com"), nil)
 	h.alarmTopic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("OperatorEventAlertsMayPublish"),
@@ -60,14 +64,66 @@ func (h *herald) addEventAlerts() {
 		Resources:  &[]*string{h.alarmTopic.TopicArn()},
 		Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": rule.AttrArn()}},
 	}))
-	h.alarmTopic.MasterKey().AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:        jsii.String("EventBridgeMayEncrypt"),
-		Principals: &[]awsiam.IPrincipal{events},
-		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey*"),
-		Resources:  jsii.Strings("*"), // in a key policy "*" is the key itself
-		Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": h.stack.Account()}},
-	}), nil)
+	h.topicKeyGrant(h.alarmTopic.MasterKey(), "alarms", "events.amazonaws.com")
 	h.addSlackAlerts()
+}
+
+// ruleTarget is an EventBridge rule's target with the retries and the dead-letter queue every
+// target has: an operator alert older than an hour is history, not an alert, and one that
+// cannot be delivered waits in events-dlq, whose depth pages like every DLQ's.
+func (h *herald) ruleTarget(id string, arn *string) *awsevents.CfnRule_TargetProperty {
+	return &awsevents.CfnRule_TargetProperty{
+		Id:               jsii.String(id),
+		Arn:              arn,
+		DeadLetterConfig: &awsevents.CfnRule_DeadLetterConfigProperty{Arn: h.eventsDLQ.QueueArn()},
+		RetryPolicy:      &awsevents.CfnRule_RetryPolicyProperty{MaximumEventAgeInSeconds: jsii.Number(3600), MaximumRetryAttempts: jsii.Number(20)},
+	}
+}
+
+// watchRule lets rule dead-letter into events-dlq and alarms when its deliveries fail for good
+// (FailedInvocations) or cannot even be dead-lettered (InvocationsFailedToBeSentToDlq). A rule
+// on a custom bus reports both with the dimensions EventBusName and RuleName.
+func (h *herald) watchRule(id string, rule awsevents.CfnRule) {
+	h.eventsDLQ.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String(id + "RuleMayDeadLetter"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("events.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  &[]*string{h.eventsDLQ.QueueArn()},
+		Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": rule.AttrArn()}},
+	}))
+	five := awscdk.Duration_Minutes(jsii.Number(5))
+	for _, m := range []struct{ metric, what string }{
+		{"FailedInvocations", "failed for good (permissions, a key policy, a missing target)"},
+		{"InvocationsFailedToBeSentToDlq", "could not even be put on " + h.name("events-dlq")},
+	} {
+		h.alarm("Alarm"+id+m.metric, &awscloudwatch.AlarmProps{
+			AlarmName: jsii.String(h.name("events-" + strings.ToLower(id) + "-" + kebab(m.metric))),
+			AlarmDescription: jsii.String(fmt.Sprintf("Deliveries of the EventBridge rule %s %s: operator events are being lost. %s",
+				*rule.Name(), m.what, runbook("Event delivery failed"))),
+			Metric: awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+				Namespace: jsii.String("AWS/Events"), MetricName: jsii.String(m.metric),
+				DimensionsMap: &map[string]*string{"EventBusName": h.eventBus.EventBusName(), "RuleName": rule.Name()},
+				Period:        five, Statistic: jsii.String("Sum"),
+			}),
+			Threshold:         jsii.Number(1),
+			EvaluationPeriods: jsii.Number(1),
+		})
+	}
+}
+
+// kebab turns "FailedInvocations" into "failed-invocations".
+func kebab(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // slackEvents are the detail-types posted to Slack (internal/slack decides the same):
@@ -89,9 +145,9 @@ func (h *herald) slackEvents() []*string {
 // incoming webhook's secret is the path of its URL, and an API destination's endpoint is a
 // plain URL in the template — only a Connection's header, query or OAuth credentials come from
 // Secrets Manager. The function reads the URL from alerts.slack.webhook_url_secret, renders
-// the post with the same builder as the local runtime, and folds bursts in memory (it runs
-// with a reserved concurrency of one). Events the rule cannot deliver after its retries go to
-// the alerts DLQ, whose depth alarms like every DLQ's.
+// the post with the same builder as the local runtime, and folds bursts in memory, per
+// instance (stack.functions.alerts.reserved_concurrency: 1 makes that one instance). Events the
+// rule cannot deliver after its retries go to events-dlq, whose depth alarms like every DLQ's.
 //
 // What is posted from AWS: message_dead_lettered from the stages' settle path (a permanent
 // failure), large_send_started, campaign_failed (and campaign_finished when asked). What is
@@ -110,27 +166,14 @@ func (h *herald) addSlackAlerts() {
 			"source":      []*string{jsii.String(notify.EventSource)},
 			"detail-type": h.slackEvents(),
 		},
-		State: jsii.String("ENABLED"),
-		Targets: []any{&awsevents.CfnRule_TargetProperty{
-			Id:               jsii.String("AlertsFunction"),
-			Arn:              fn.FunctionArn(),
-			DeadLetterConfig: &awsevents.CfnRule_DeadLetterConfigProperty{Arn: h.alertsDLQ.QueueArn()},
-			// An alert older than an hour is history, not an alert.
-			RetryPolicy: &awsevents.CfnRule_RetryPolicyProperty{MaximumEventAgeInSeconds: jsii.Number(3600), MaximumRetryAttempts: jsii.Number(20)},
-		}},
+		State:   jsii.String("ENABLED"),
+		Targets: []any{h.ruleTarget("AlertsFunction", fn.FunctionArn())},
 	})
-	events := awsiam.NewServicePrincipal(jsii.String("events.amazonaws.com"), nil)
+	h.watchRule("SlackAlerts", rule)
 	awslambda.NewCfnPermission(h.stack, jsii.String("SlackAlertsMayInvoke"), &awslambda.CfnPermissionProps{
 		Action:       jsii.String("lambda:InvokeFunction"),
 		FunctionName: fn.FunctionArn(),
 		Principal:    jsii.String("events.amazonaws.com"),
 		SourceArn:    rule.AttrArn(),
 	})
-	h.alertsDLQ.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:        jsii.String("SlackAlertsRuleMayDeadLetter"),
-		Principals: &[]awsiam.IPrincipal{events},
-		Actions:    jsii.Strings("sqs:SendMessage"),
-		Resources:  &[]*string{h.alertsDLQ.QueueArn()},
-		Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": rule.AttrArn()}},
-	}))
 }

@@ -52,10 +52,6 @@ func (h *herald) addExports() {
 	if !ok {
 		return
 	}
-	removal := awscdk.RemovalPolicy_DESTROY // objects expire within days; an emptied bucket goes with the stack
-	if h.settings.ProtectData {
-		removal = awscdk.RemovalPolicy_RETAIN
-	}
 	name := h.exportsBucketName()
 	h.exportsBucket = awss3.NewBucket(h.stack, jsii.String("ExportsBucket"), &awss3.BucketProps{
 		BucketName:        jsii.String(name),
@@ -63,7 +59,7 @@ func (h *herald) addExports() {
 		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
 		EnforceSSL:        jsii.Bool(true),
 		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
-		RemovalPolicy:     removal,
+		RemovalPolicy:     h.removal(), // objects expire within days; an emptied bucket goes with the stack (dev)
 		LifecycleRules: &[]*awss3.LifecycleRule{{
 			Id:                                  jsii.String("expire-exports"),
 			Expiration:                          awscdk.Duration_Days(jsii.Number(exportsExpiryDays)),

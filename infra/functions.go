@@ -261,8 +261,6 @@ func (h *herald) addFunction(name string) error {
 	}
 
 	switch name {
-	case alertsFunction:
-		h.alertsDLQ = h.newDLQ("AlertsDlq", "alerts-dlq") // the Slack rule's target DLQ (events.go)
 	case "ingest":
 		// Arms the schedule of a reserved send; sends express notifications as send does.
 		h.grantReservedSends(role, func(k string, v *string) { env[k] = v })
@@ -323,6 +321,9 @@ func (h *herald) addFunction(name string) error {
 		}))
 	}
 
+	if w.tables["notifications"] == readWrite || name == adminFunction {
+		h.auditAppendOnly(name, role)
+	}
 	h.streamEnv(name, role, env)
 
 	if w.events {
@@ -347,10 +348,11 @@ func (h *herald) addFunction(name string) error {
 		Layers:                &[]awslambda.ILayerVersion{h.configLayer},
 		Environment:           &env,
 	}
-	if name == alertsFunction {
-		// One instance sees every event, so its in-memory folding (a post per queue per minute)
-		// holds across invocations; events arriving meanwhile wait in EventBridge's retries.
-		props.ReservedConcurrentExecutions = jsii.Number(1)
+	// No function reserves concurrency unless its environment asks (stack.functions.<name>.
+	// reserved_concurrency): a new account's quota of 10 leaves nothing to reserve, and Lambda
+	// refuses the deploy (Load checks the sum against stack.lambda_concurrency_quota).
+	if fs.ReservedConcurrency > 0 {
+		props.ReservedConcurrentExecutions = jsii.Number(float64(fs.ReservedConcurrency))
 	}
 	fn := awslambda.NewFunction(h.stack, jsii.String(id), props)
 
@@ -376,6 +378,28 @@ func (h *herald) addFunction(name string) error {
 	h.roles[name] = role
 	h.functionOrder = append(h.functionOrder, name)
 	return nil
+}
+
+// auditAppendOnly denies role every change to the audit log's items (their partition keys start
+// AUDIT#) in the notifications table, which it otherwise may write: an explicit Deny, so no
+// Allow — this role's or any added later — can overwrite, update or delete an audit entry. The
+// admin function keeps its one append (AppendAuditLog, a PutItem of a new key whose condition
+// refuses an existing one). dynamodb:LeadingKeys holds every partition key a request touches,
+// so ForAnyValue catches a batch with one audit key among others.
+func (h *herald) auditAppendOnly(name string, role awsiam.Role) {
+	actions := []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+	if name == adminFunction {
+		actions = actions[1:]
+	}
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("AuditLogIsAppendOnly"),
+		Effect:    awsiam.Effect_DENY,
+		Actions:   jsii.Strings(actions...),
+		Resources: &[]*string{h.tables["notifications"].TableArn()},
+		Conditions: &map[string]any{"ForAnyValue:StringLike": map[string]any{
+			"dynamodb:LeadingKeys": []string{ddb.AuditKeyPrefix + "*"},
+		}},
+	}))
 }
 
 // grantReservedSends lets role arm reserved sends: create/update/delete schedules in this

@@ -247,7 +247,7 @@ func TestScheduleGroupKeptWhereDataIs(t *testing.T) {
 		}
 		want := "Delete"
 		if s.env.Settings.ProtectData {
-			want = "Retain"
+			want = "RetainExceptOnCreate"
 		}
 		if got := s.resources[g[0]]["DeletionPolicy"]; got != want {
 			t.Errorf("schedule group DeletionPolicy %v, want %s (protect_data %v)", got, want, s.env.Settings.ProtectData)

@@ -86,6 +86,22 @@ func (h *herald) addAlarms() {
 		})
 	}
 
+	// A topic whose deliveries fail (an SQS subscription's queue policy, a Chatbot channel, an
+	// email endpoint) loses what it carries: SES feedback, or the alarms themselves.
+	for _, t := range []struct {
+		id, logical string
+		topic       awssns.Topic
+	}{{"SesFeedback", "ses-feedback", h.feedbackTopic}, {"AlarmTopic", "alarms", h.alarmTopic}} {
+		h.alarm("Alarm"+t.id+"DeliveryFailed", &awscloudwatch.AlarmProps{
+			AlarmName: jsii.String(h.name("sns-" + t.logical + "-failed")),
+			AlarmDescription: jsii.String(fmt.Sprintf("SNS could not deliver messages of %s to a subscription. %s",
+				h.name(t.logical), runbook("SNS delivery failed"))),
+			Metric:            t.topic.MetricNumberOfNotificationsFailed(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Sum")}),
+			Threshold:         jsii.Number(1),
+			EvaluationPeriods: jsii.Number(1),
+		})
+	}
+
 	for _, q := range h.queues {
 		limit := h.settings.Alarms.OldestMessageAge[q.kind].D()
 		h.alarm("Alarm"+pascal(q.logical)+"Age", &awscloudwatch.AlarmProps{
@@ -196,8 +212,11 @@ func (h *herald) providerMetric(prov notify.Provider, metric string, period awsc
 
 // dlqSource says where a DLQ's messages come from.
 func dlqSource(dlq string) string {
-	if dlq == "scheduler-dlq" {
+	switch dlq {
+	case "scheduler-dlq":
 		return "to be delivered by EventBridge Scheduler to an ingest queue (reserved sends that never fired)"
+	case "events-dlq":
+		return "to be delivered by an EventBridge rule to its target (operator alerts that never reached on-call or Slack)"
 	}
 	return "in " + strings.TrimSuffix(dlq, "-dlq") + " 5 times or were malformed"
 }

@@ -31,8 +31,8 @@ const (
 		"presigned download links) objects under exports/ of this environment's bucket."
 	reasonExportsAccessLogs = "The exports bucket holds report files that expire after 7 days; asking for one and every " +
 		"download link handed out are in Herald's audit log (export.create, export.download)."
-	reasonAlertsDLQ = "This queue is itself a dead-letter queue: the DeadLetterConfig of the rule delivering operator " +
-		"events to the alerts function; it has no DLQ of its own, and its depth alarms like every DLQ's."
+	reasonEventsDLQ = "This queue is itself a dead-letter queue: the DeadLetterConfig of every EventBridge rule target " +
+		"delivering operator events (alarm topic, alerts function); it has no DLQ of its own, and its depth alarms like every DLQ's."
 	reasonSchedulerDLQ = "This queue is itself a dead-letter queue: EventBridge Scheduler's DeadLetterConfig for " +
 		"reserved sends (set per schedule at run time, so no RedrivePolicy in the template references it)."
 )
@@ -117,9 +117,7 @@ func (h *herald) addNagSuppressions() {
 	cdknag.NagSuppressions_AddResourceSuppressions(h.schedulerDLQ, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-SQS3"), Reason: jsii.String(reasonSchedulerDLQ),
 	}}, jsii.Bool(true))
-	if h.alertsDLQ != nil {
-		cdknag.NagSuppressions_AddResourceSuppressions(h.alertsDLQ, &[]*cdknag.NagPackSuppression{{
-			Id: jsii.String("AwsSolutions-SQS3"), Reason: jsii.String(reasonAlertsDLQ),
-		}}, jsii.Bool(true))
-	}
+	cdknag.NagSuppressions_AddResourceSuppressions(h.eventsDLQ, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-SQS3"), Reason: jsii.String(reasonEventsDLQ),
+	}}, jsii.Bool(true))
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
@@ -18,25 +21,15 @@ import (
 // the publisher may publish only on behalf of that resource (for SES: the configuration set, so
 // no other configuration set or identity in the account can forge bounces into Herald).
 func (h *herald) newTopic(id, logical, publisher string, sourceArn *string) awssns.Topic {
-	removal := awscdk.RemovalPolicy_DESTROY
-	if h.settings.ProtectData {
-		removal = awscdk.RemovalPolicy_RETAIN
-	}
 	key := awskms.NewKey(h.stack, jsii.String(id+"Key"), &awskms.KeyProps{
 		Alias:             jsii.String("alias/" + h.name(logical)),
 		Description:       jsii.String("Encrypts Herald's " + logical + " topic; usable by " + publisher),
 		EnableKeyRotation: jsii.Bool(true),
 		PendingWindow:     awscdk.Duration_Days(jsii.Number(7)),
-		RemovalPolicy:     removal,
+		RemovalPolicy:     h.removal(),
 	})
 	sourceAccount := &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:SourceAccount": h.stack.Account()}}
-	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:        jsii.String("PublisherMayEncrypt"),
-		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String(publisher), nil)},
-		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey*"),
-		Resources:  jsii.Strings("*"), // in a key policy "*" is the key itself
-		Conditions: sourceAccount,
-	}), nil)
+	h.topicKeyGrant(key, logical, publisher)
 	topic := awssns.NewTopic(h.stack, jsii.String(id), &awssns.TopicProps{
 		TopicName:  jsii.String(h.name(logical)),
 		MasterKey:  key,
@@ -57,6 +50,24 @@ func (h *herald) newTopic(id, logical, publisher string, sourceArn *string) awss
 		Conditions: publish,
 	}))
 	return topic
+}
+
+// topicKeyGrant lets the AWS service publisher use key for the topic herald-<env>-<logical>
+// only. The condition is the encryption context SNS itself sends KMS for a topic
+// (kms:EncryptionContext:aws:sns:topicArn), which holds whichever service publishes: the key
+// policy cannot rely on aws:SourceAccount or aws:SourceArn, which AWS documents as unsupported
+// there for EventBridge (a KMS statement with them silently drops every event). Where the
+// publisher comes from is checked by the topic policy instead. The ARN is built from the
+// topic's name, since the topic itself refers to the key.
+func (h *herald) topicKeyGrant(key awskms.IKey, logical, publisher string) {
+	topicArn := fmt.Sprintf("arn:%s:sns:%s:%s:%s", *h.stack.Partition(), *h.stack.Region(), *h.stack.Account(), h.name(logical))
+	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String(pascal(strings.TrimSuffix(publisher, ".amazonaws.com")) + "MayEncrypt"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String(publisher), nil)},
+		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey*"),
+		Resources:  jsii.Strings("*"), // in a key policy "*" is the key itself
+		Conditions: &map[string]any{"StringEquals": map[string]any{"kms:EncryptionContext:aws:sns:topicArn": topicArn}},
+	}), nil)
 }
 
 // addSES creates the configuration set every email is sent with, and routes its bounce and

@@ -56,7 +56,7 @@ type herald struct {
 	queues       []*stageQueue // consumer queues, in a stable order
 	queueByName  map[string]*stageQueue
 	schedulerDLQ awssqs.Queue
-	alertsDLQ    awssqs.Queue // operator events the Slack rule could not deliver (events.go); nil without it
+	eventsDLQ    awssqs.Queue // operator events a rule could not deliver to its target (events.go)
 	// senders are the function roles granted sqs:SendMessage on a queue, by logical name: the
 	// ingest queues' policies admit them (isolateIngestQueues).
 	senders map[string][]awsiam.Role
@@ -242,10 +242,8 @@ func (h *herald) dlqs() ([]string, map[string]awssqs.Queue) {
 	}
 	names = append(names, "scheduler-dlq")
 	m["scheduler-dlq"] = h.schedulerDLQ
-	if h.alertsDLQ != nil {
-		names = append(names, "alerts-dlq")
-		m["alerts-dlq"] = h.alertsDLQ
-	}
+	names = append(names, "events-dlq")
+	m["events-dlq"] = h.eventsDLQ
 	return names, m
 }
 
@@ -256,20 +254,21 @@ func (h *herald) addScheduler() {
 	h.schedulerDLQ = h.newDLQ("SchedulerDlq", "scheduler-dlq")
 	// Deleting the group deletes every reserved send armed in it: the armed sends are data too,
 	// so the group is kept wherever the tables are (protect_data).
-	removal := awscdk.RemovalPolicy_DESTROY
-	if h.settings.ProtectData {
-		removal = awscdk.RemovalPolicy_RETAIN
-	}
 	h.scheduleGroup = awsscheduler.NewScheduleGroup(h.stack, jsii.String("ScheduleGroup"), &awsscheduler.ScheduleGroupProps{
 		ScheduleGroupName: jsii.String("herald-" + h.env),
-		RemovalPolicy:     removal,
+		RemovalPolicy:     h.removal(),
 	})
 	h.schedulerRole = awsiam.NewRole(h.stack, jsii.String("SchedulerRole"), &awsiam.RoleProps{
 		RoleName:    jsii.String(h.name("scheduler")),
 		Description: jsii.String("Assumed by Herald's reserved-send schedules: may only send to the ingest queues and the scheduler DLQ"),
+		// Only schedules of this environment's group may use the role: EventBridge Scheduler
+		// names the schedule group as aws:SourceArn when it assumes a schedule's role, so a
+		// schedule that anyone else creates in another group — even passing this role — cannot
+		// put messages on the ingest queues.
 		AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
 			Conditions: &map[string]interface{}{
 				"StringEquals": map[string]interface{}{"aws:SourceAccount": h.stack.Account()},
+				"ArnEquals":    map[string]interface{}{"aws:SourceArn": h.scheduleGroupArn()},
 			},
 		}),
 	})
@@ -285,6 +284,26 @@ func (h *herald) addScheduler() {
 		Actions:   jsii.Strings("sqs:SendMessage"),
 		Resources: &arns,
 	}))
+}
+
+// scheduleGroupArn is the ARN of this environment's schedule group.
+func (h *herald) scheduleGroupArn() string {
+	return fmt.Sprintf("arn:%s:scheduler:%s:%s:schedule-group/herald-%s", *h.stack.Partition(), *h.stack.Region(), *h.stack.Account(), h.env)
+}
+
+// deployRoles are the principals that deploy the stack (stack.deploy_roles; by default the CDK
+// bootstrap's CloudFormation execution role), which the queue and bucket policies' denies
+// leave out: CloudFormation must still update and delete what those policies guard.
+func (h *herald) deployRoles() []*string {
+	var out []*string
+	for _, r := range h.settings.DeployRoles {
+		out = append(out, jsii.String(r))
+	}
+	if len(out) == 0 {
+		out = append(out, jsii.String(fmt.Sprintf("arn:%s:iam::%s:role/cdk-*-cfn-exec-role-%s-%s",
+			*h.stack.Partition(), *h.stack.Account(), *h.stack.Account(), *h.stack.Region())))
+	}
+	return out
 }
 
 // isolateIngestQueues gives each service's ingest queue a policy that admits only that service
@@ -322,6 +341,24 @@ func (h *herald) isolateIngestQueues() {
 			Resources:  &[]*string{q.queue.QueueArn()},
 			Conditions: &map[string]any{"ArnNotEquals": map[string]any{"aws:PrincipalArn": allowed}},
 		}))
+		// Everything but sending — receiving, deleting, purging, and rewriting this very policy
+		// with SetQueueAttributes — belongs to Herald's roles that consume or inspect the queue
+		// (ingest; admin for depths) and to whoever deploys the stack: any other principal in
+		// the account is refused, whatever sqs:* its own policies grant.
+		consumers := append([]*string{}, h.deployRoles()...)
+		for _, name := range []string{q.consumer, adminFunction} {
+			if r, ok := h.roles[name]; ok {
+				consumers = append(consumers, r.RoleArn())
+			}
+		}
+		q.queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("OnlyHeraldConsumes"),
+			Effect:     awsiam.Effect_DENY,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+			NotActions: jsii.Strings("sqs:SendMessage"),
+			Resources:  &[]*string{q.queue.QueueArn()},
+			Conditions: &map[string]any{"ArnNotLike": map[string]any{"aws:PrincipalArn": consumers}},
+		}))
 	}
 }
 
@@ -354,15 +391,23 @@ var retentionDays = map[int]awslogs.RetentionDays{
 	3653: awslogs.RetentionDays_TEN_YEARS,
 }
 
+// removal is what CloudFormation does with a resource that holds data (a table, a bucket, a log
+// group, a topic's key, the schedule group) when it leaves the stack. Where data is protected it is
+// kept on update and delete but removed when the stack's first create rolls back
+// (RetainExceptOnCreate): a plain Retain would leave the named resources of a failed first deploy
+// behind, and every later deploy would fail on "already exists" (README, First deploy).
+func (h *herald) removal() awscdk.RemovalPolicy {
+	if h.settings.ProtectData {
+		return awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE
+	}
+	return awscdk.RemovalPolicy_DESTROY
+}
+
 // newLogGroup is a log group with the environment's retention, kept on delete where data is protected.
 func (h *herald) newLogGroup(id, name string) awslogs.LogGroup {
-	removal := awscdk.RemovalPolicy_DESTROY
-	if h.settings.ProtectData {
-		removal = awscdk.RemovalPolicy_RETAIN
-	}
 	return awslogs.NewLogGroup(h.stack, jsii.String(id), &awslogs.LogGroupProps{
 		LogGroupName:  jsii.String(name),
 		Retention:     retentionDays[h.settings.LogRetentionDays],
-		RemovalPolicy: removal,
+		RemovalPolicy: h.removal(),
 	})
 }

@@ -268,11 +268,12 @@ func TestTables(t *testing.T) {
 			s.template.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), props)
 		}
 		protect := s.env.Name == "prod"
-		policy := map[bool]string{true: "Retain", false: "Delete"}[protect]
+		deletion := map[bool]string{true: "RetainExceptOnCreate", false: "Delete"}[protect]
+		replace := map[bool]string{true: "Retain", false: "Delete"}[protect]
 		for _, id := range s.ofType("AWS::DynamoDB::Table") {
 			r, p := s.resources[id], s.props(id)
-			if r["DeletionPolicy"] != policy || r["UpdateReplacePolicy"] != policy {
-				t.Errorf("%s: DeletionPolicy %v UpdateReplacePolicy %v, want %s", id, r["DeletionPolicy"], r["UpdateReplacePolicy"], policy)
+			if r["DeletionPolicy"] != deletion || r["UpdateReplacePolicy"] != replace {
+				t.Errorf("%s: DeletionPolicy %v UpdateReplacePolicy %v, want %s and %s", id, r["DeletionPolicy"], r["UpdateReplacePolicy"], deletion, replace)
 			}
 			if p["DeletionProtectionEnabled"] != protect {
 				t.Errorf("%s: DeletionProtectionEnabled %v, want %v", id, p["DeletionProtectionEnabled"], protect)

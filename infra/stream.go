@@ -98,6 +98,7 @@ func (h *herald) addStreamRoutes() {
 		IntegrationUri: jsii.String(fmt.Sprintf("arn:%s:apigateway:%s:lambda:path/2015-03-31/functions/%s/invocations",
 			*h.stack.Partition(), *h.stack.Region(), *fn.FunctionArn())),
 	})
+	stage := h.stack.Node().FindChild(jsii.String("StreamApiStage")).(awsapigatewayv2.CfnStage)
 	for _, key := range []string{"$connect", "$disconnect", "$default"} {
 		route := awsapigatewayv2.NewCfnRoute(h.stack, jsii.String("StreamApiRoute"+pascal(key[1:])), &awsapigatewayv2.CfnRouteProps{
 			ApiId:             h.wsAPI.Ref(),
@@ -110,6 +111,12 @@ func (h *herald) addStreamRoutes() {
 			Reason: jsii.String("WebSocket APIs take no JWT authorizer: the stream function verifies the user's JWT (issuer, audience, " +
 				"expiry, signature) at $connect and refuses the connection otherwise; later routes act only for connections it recorded"),
 		}}, jsii.Bool(true))
+		if key == "$connect" {
+			// Anyone may open a connection (the function checks its JWT), so $connect is capped
+			// as the HTTP API's open routes are.
+			stage.SetRouteSettings(map[string]any{key: h.openRouteThrottle()})
+			stage.AddDependency(route)
+		}
 	}
 	fn.AddPermission(jsii.String("StreamApiInvoke"), &awslambda.Permission{
 		Principal: awsiam.NewServicePrincipal(jsii.String("apigateway.amazonaws.com"), nil),

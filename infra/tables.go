@@ -3,7 +3,6 @@ package main
 import (
 	"strings"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/jsii-runtime-go"
 
@@ -63,10 +62,6 @@ func (h *herald) addTables() {
 	names, specs := tableSpecs(h.name(""))
 	for _, logical := range names {
 		spec := specs[logical]
-		removal := awscdk.RemovalPolicy_DESTROY
-		if h.settings.ProtectData {
-			removal = awscdk.RemovalPolicy_RETAIN
-		}
 		props := &awsdynamodb.TableProps{
 			TableName:    jsii.String(spec.Name),
 			PartitionKey: attribute(spec.PartitionKey),
@@ -77,7 +72,7 @@ func (h *herald) addTables() {
 				PointInTimeRecoveryEnabled: jsii.Bool(true),
 			},
 			DeletionProtection: jsii.Bool(h.settings.ProtectData),
-			RemovalPolicy:      removal,
+			RemovalPolicy:      h.removal(),
 		}
 		if spec.TTLAttribute != "" {
 			props.TimeToLiveAttribute = jsii.String(spec.TTLAttribute)

@@ -29,9 +29,11 @@ import (
 // alerts.slack.webhook_url_secret at start and renders posts with internal/slack, as the local
 // runtime does.
 //
-// Folding is per function instance: the deployment gives the function a reserved concurrency of
-// one, so one warm instance sees every event and folds a burst into one post a minute per
-// queue with the count carried by the next post. A cold start begins with an empty fold, so
+// Folding is per function instance: a warm instance folds a burst into one post a minute per
+// queue with the count carried by the next post. The deployment reserves no concurrency by
+// default (a new account has none to reserve), so a burst spread over several instances posts
+// once a minute per queue per instance; stack.functions.alerts.reserved_concurrency: 1 makes one
+// instance see every event. A cold start begins with an empty fold, so
 // after an instance is recycled one more post may go out early. There is no timer between
 // invocations: a count folded at the end of a burst rides on the next post of that key.
 
