@@ -20,9 +20,14 @@ type Request struct {
 	ResourceAccount string
 	// Context holds condition keys (aws:SourceArn, aws:SourceAccount…), matched without regard
 	// to case. aws:PrincipalArn, aws:PrincipalAccount, aws:PrincipalServiceName and
-	// aws:PrincipalType are filled from Principal unless set; aws:SecureTransport is "true"
-	// unless set (AWS SDKs call over TLS).
+	// aws:PrincipalType are filled from Principal unless set (and aws:username for an IAM
+	// user); aws:SecureTransport is "true" unless set (AWS SDKs call over TLS).
 	Context map[string]string
+	// Multi holds multivalued condition keys (dynamodb:LeadingKeys, dynamodb:Attributes,
+	// aws:CalledVia…), matched without regard to case: each is a set of values, tested with the
+	// ForAllValues: and ForAnyValue: qualifiers. A key in Multi hides the same key in Context;
+	// an empty set is the same as an absent key. A single-valued key is a set of one.
+	Multi map[string][]string
 }
 
 // StatementRef points at one statement of a policy.
@@ -63,7 +68,14 @@ type Decision struct {
 //     root) delegates to the account's identity policies rather than granting by itself;
 //   - across accounts, both must allow;
 //   - a service principal has no identity policies: only the resource policies can allow it;
+//   - a KMS key (a resource whose ARN's service is kms) is the exception to the first rule
+//     within an account: its key policy must allow the request, either by naming the
+//     principal, or by naming the principal's account (its root), which lets the account's
+//     identity policies decide; an identity Allow alone has no effect ("Key policies in AWS
+//     KMS"). A service principal needs a key policy statement naming it;
 //   - otherwise the request is implicitly denied.
+//
+// Grants, permission boundaries, SCPs and session policies are not modelled.
 func Evaluate(req Request, identity, resource []Policy) Decision {
 	who := parsePrincipal(req.Principal)
 	ctx := requestContext(req, who)
@@ -79,6 +91,7 @@ func Evaluate(req Request, identity, resource []Policy) Decision {
 	var d Decision
 	var idAllow, resAllow, resDelegate *StatementRef
 	check := func(p Policy, isResource bool) *StatementRef {
+		vars := p.Version == policyVariablesVersion
 		for i, s := range p.Statements {
 			ref := StatementRef{Policy: p.ID, Index: i, Sid: s.Sid, Effect: s.Effect, Resource: isResource}
 			byAccount := false
@@ -89,7 +102,7 @@ func Evaluate(req Request, identity, resource []Policy) Decision {
 				}
 				byAccount = acct
 			}
-			if !s.actionMatches(req.Action) || !s.resourceMatches(req.Resource) || !s.conditionsHold(ctx) {
+			if !s.actionMatches(req.Action) || !s.resourceMatches(req.Resource, ctx, vars) || !s.conditionsHold(ctx, vars) {
 				continue
 			}
 			if s.Effect == "Deny" {
@@ -138,6 +151,26 @@ func Evaluate(req Request, identity, resource []Policy) Decision {
 		d.Reason = fmt.Sprintf("%s may not %s on %s: cross-account access needs an Allow in both the identity policies (%s) and the resource policy (%s)",
 			req.Principal, req.Action, req.Resource, found(idAllow), found(firstNonNil(resAllow, resDelegate)))
 		return d
+	case isKMS(req.Resource):
+		switch {
+		case idAllow != nil && resDelegate != nil:
+			return allow(idAllow, fmt.Sprintf("the key policy lets IAM policies decide (%s), and allowed by", resDelegate))
+		case resAllow != nil:
+			return allow(resAllow, "allowed by the key policy's")
+		}
+		d.Reason = fmt.Sprintf("%s may not %s on %s: ", req.Principal, req.Action, req.Resource)
+		switch {
+		case idAllow != nil && len(resource) == 0:
+			d.Reason += fmt.Sprintf("%s allows it, but a KMS key's policy must allow the request too, and this key has none here (implicit deny)", idAllow)
+		case idAllow != nil:
+			d.Reason += fmt.Sprintf("%s allows it, but a KMS key's policy must allow the request too, and none of its statements names the principal, "+
+				"or names the account (arn:aws:iam::%s:root) for this action to let IAM policies decide (implicit deny)", idAllow, who.account)
+		case resDelegate != nil:
+			d.Reason += fmt.Sprintf("no statement allows it (implicit deny); %s names only the account, which leaves the decision to the identity policies", resDelegate)
+		default:
+			d.Reason += "no statement allows it (implicit deny)"
+		}
+		return d
 	case idAllow != nil:
 		return allow(idAllow, "allowed by")
 	case resAllow != nil:
@@ -177,6 +210,7 @@ type principal struct {
 	raw      string
 	account  string
 	roleName string // for roles and assumed-role sessions
+	userName string // for IAM users
 	arn      string // the principal's ARN, sessions as their role's
 }
 
@@ -203,6 +237,9 @@ func parsePrincipal(p string) principal {
 		case parts[2] == "iam" && strings.HasPrefix(res, "role/"):
 			seg := strings.Split(res, "/")
 			pr.roleName = seg[len(seg)-1]
+		case parts[2] == "iam" && strings.HasPrefix(res, "user/"):
+			seg := strings.Split(res, "/")
+			pr.userName = seg[len(seg)-1]
 		}
 	}
 	return pr
@@ -220,22 +257,70 @@ func arnAccount(a string) string {
 	return parts[4]
 }
 
-func requestContext(req Request, who principal) map[string]string {
-	ctx := make(map[string]string, len(req.Context)+4)
+// isKMS reports whether a resource is a KMS key (or alias): an ARN whose service is kms.
+func isKMS(resource string) bool {
+	parts := strings.SplitN(resource, ":", 4)
+	return len(parts) == 4 && parts[0] == "arn" && parts[2] == "kms"
+}
+
+// reqContext is a request's condition keys, with lower-case names.
+type reqContext struct {
+	single map[string]string
+	multi  map[string][]string
+}
+
+// values returns a key's set of values: a multivalued key's, or a single-valued key's one.
+// It is empty when the key is absent or its set is empty, which AWS treats alike.
+func (c *reqContext) values(key string) []string {
+	k := strings.ToLower(key)
+	if v, ok := c.multi[k]; ok {
+		return v
+	}
+	if v, ok := c.single[k]; ok {
+		return []string{v}
+	}
+	return nil
+}
+
+// singleValue returns a single-valued key, as a policy variable reads it: a multivalued key
+// cannot be a policy variable.
+func (c *reqContext) singleValue(key string) (string, bool) {
+	k := strings.ToLower(key)
+	if _, ok := c.multi[k]; ok {
+		return "", false
+	}
+	v, ok := c.single[k]
+	return v, ok
+}
+
+// requestContext is the request's condition keys with the ones AWS fills from the principal.
+func requestContext(req Request, who principal) *reqContext {
+	ctx := &reqContext{single: make(map[string]string, len(req.Context)+4)}
 	for k, v := range req.Context {
-		ctx[strings.ToLower(k)] = v
+		ctx.single[strings.ToLower(k)] = v
+	}
+	if len(req.Multi) > 0 {
+		ctx.multi = make(map[string][]string, len(req.Multi))
+		for k, v := range req.Multi {
+			k = strings.ToLower(k)
+			ctx.multi[k] = append(ctx.multi[k], v...)
+		}
 	}
 	def := func(k, v string) {
-		if _, ok := ctx[k]; !ok && v != "" {
-			ctx[k] = v
+		if ctx.values(k) == nil && v != "" {
+			ctx.single[k] = v
 		}
 	}
 	switch who.kind {
 	case principalAWS:
 		def("aws:principalarn", who.arn)
 		def("aws:principalaccount", who.account)
-		if who.roleName != "" {
+		switch {
+		case who.roleName != "":
 			def("aws:principaltype", "AssumedRole")
+		case who.userName != "":
+			def("aws:principaltype", "User")
+			def("aws:username", who.userName)
 		}
 	case principalService:
 		def("aws:principalservicename", who.raw)
@@ -316,18 +401,28 @@ func (s *Statement) actionMatches(action string) bool {
 	return negate
 }
 
-func (s *Statement) resourceMatches(resource string) bool {
+// resourceMatches reports whether the statement applies to the resource: a Resource entry
+// matches it, or no NotResource entry does. vars is whether the policy's version has policy
+// variables.
+func (s *Statement) resourceMatches(resource string, ctx *reqContext, vars bool) bool {
+	match := func(entry string) bool {
+		p := pattern{text: entry}
+		if vars {
+			p = expand(entry, ctx)
+		}
+		return resourceMatches(p, resource)
+	}
 	switch {
 	case s.Resource != nil:
 		for _, r := range s.Resource {
-			if globMatch(r, resource) {
+			if match(r) {
 				return true
 			}
 		}
 		return false
 	case s.NotResource != nil:
 		for _, r := range s.NotResource {
-			if globMatch(r, resource) {
+			if match(r) {
 				return false
 			}
 		}
@@ -336,64 +431,93 @@ func (s *Statement) resourceMatches(resource string) bool {
 	return true
 }
 
-func (s *Statement) conditionsHold(ctx map[string]string) bool {
+func (s *Statement) conditionsHold(ctx *reqContext, vars bool) bool {
 	for _, c := range s.Conditions {
-		if !c.holds(ctx) {
+		if !c.holds(ctx, vars) {
 			return false
 		}
 	}
 	return true
 }
 
-func (c *Condition) holds(ctx map[string]string) bool {
-	v, present := ctx[strings.ToLower(c.Key)]
+// holds evaluates the condition against the request's values of its key, a set ("IAM JSON
+// policy elements: Condition operators", "Single-valued vs. multivalued context keys"):
+//
+//   - ForAllValues: every value of the set matches at least one condition value (with a
+//     negated operator, matches none of them); true for an absent key or an empty set;
+//   - ForAnyValue: at least one value matches one condition value (negated: matches none of
+//     them); false for an absent key or an empty set;
+//   - without a qualifier the key is tested like ForAnyValue: a single-valued key is a set of
+//     one, and a negated operator holds for an absent key;
+//   - …IfExists holds for an absent key; Null tests whether the key is absent (or empty).
+//
+// Condition values of the string and ARN operators have their policy variables substituted
+// when vars is set.
+func (c *Condition) holds(ctx *reqContext, vars bool) bool {
+	got := ctx.values(c.Key)
 	if c.base == "Null" {
 		want := len(c.Values) > 0 && strings.EqualFold(c.Values[0], "true")
-		return !present == want
+		return (len(got) == 0) == want
 	}
 	negated := strings.Contains(c.base, "Not")
-	if !present {
+	if len(got) == 0 {
 		switch {
-		case c.qualifier == "ForAllValues":
+		case c.ifExists, c.qualifier == "ForAllValues":
 			return true
 		case c.qualifier == "ForAnyValue":
 			return false
-		case c.ifExists || negated:
-			return true
+		}
+		return negated
+	}
+	positive := strings.Replace(c.base, "Not", "", 1)
+	wants := make([]pattern, len(c.Values))
+	substitute := vars && (strings.HasPrefix(positive, "String") || strings.HasPrefix(positive, "Arn"))
+	for i, w := range c.Values {
+		wants[i] = pattern{text: w}
+		if substitute {
+			wants[i] = expand(w, ctx)
+		}
+	}
+	matches := func(v string) bool {
+		for _, w := range wants {
+			if !w.none && compare(positive, v, w) {
+				return true
+			}
 		}
 		return false
 	}
-	// One context value: ForAnyValue and ForAllValues both test it against the values.
-	positive := strings.Replace(c.base, "Not", "", 1)
-	any := false
-	for _, want := range c.Values {
-		if compare(positive, v, want) {
-			any = true
-			break
+	if c.qualifier == "ForAllValues" {
+		for _, v := range got {
+			if matches(v) == negated {
+				return false
+			}
+		}
+		return true
+	}
+	for _, v := range got {
+		if matches(v) != negated {
+			return true
 		}
 	}
-	if negated {
-		return !any
-	}
-	return any
+	return false
 }
 
-func compare(op, got, want string) bool {
+func compare(op, got string, want pattern) bool {
 	switch op {
 	case "StringEquals":
-		return got == want
+		return got == want.text
 	case "StringEqualsIgnoreCase":
-		return strings.EqualFold(got, want)
+		return strings.EqualFold(got, want.text)
 	case "StringLike":
-		return globMatch(want, got)
+		return stringLike(want, got)
 	case "ArnEquals", "ArnLike":
 		return arnLike(want, got)
 	case "Bool":
-		return strings.EqualFold(got, want)
+		return strings.EqualFold(got, want.text)
 	}
 	if rel, ok := strings.CutPrefix(op, "Numeric"); ok {
 		g, err1 := strconv.ParseFloat(got, 64)
-		w, err2 := strconv.ParseFloat(want, 64)
+		w, err2 := strconv.ParseFloat(want.text, 64)
 		if err1 != nil || err2 != nil {
 			return false
 		}
@@ -411,46 +535,4 @@ func compare(op, got, want string) bool {
 		}
 	}
 	return false
-}
-
-// arnLike matches an ARN against a pattern segment by segment (partition, service, region,
-// account, resource), each with * and ? wildcards, as ArnLike and ArnEquals do.
-func arnLike(pattern, a string) bool {
-	pp := strings.SplitN(pattern, ":", 6)
-	ap := strings.SplitN(a, ":", 6)
-	if len(pp) != 6 || len(ap) != 6 {
-		return globMatch(pattern, a)
-	}
-	for i := range pp {
-		if !globMatch(pp[i], ap[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// globMatch matches s against a pattern where * is any run of characters and ? one character.
-func globMatch(pattern, s string) bool {
-	// Iterative matching with backtracking to the last star: linear enough for ARNs.
-	p, i, star, mark := 0, 0, -1, 0
-	for i < len(s) {
-		switch {
-		case p < len(pattern) && (pattern[p] == '?' || pattern[p] == s[i]):
-			p++
-			i++
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, i
-			p++
-		case star >= 0:
-			p = star + 1
-			mark++
-			i = mark
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
 }

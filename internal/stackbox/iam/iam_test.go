@@ -181,13 +181,16 @@ func TestPrincipalContextDefaults(t *testing.T) {
 
 func TestParsePolicyRefuses(t *testing.T) {
 	for doc, want := range map[string]string{
-		`{"Statement":[{"Effect":"Allow","Action":"a:b","Resource":"*","Condition":{"IpAddress":{"aws:SourceIp":"1.2.3.4/32"}}}]}`: `"IpAddress" is not supported`,
-		`{"Statement":[{"Effect":"Allow","Action":"a:b","Resource":"*","Condition":{"NullIfExists":{"k":"true"}}}]}`:               `"NullIfExists"`,
-		`{"Statement":[{"Effect":"Maybe","Action":"a:b","Resource":"*"}]}`:                                                         `"Maybe" is not Allow or Deny`,
-		`{"Statement":[{"Effect":"Allow","Resource":"*"}]}`:                                                                        `Action and NotAction`,
-		`{"Statement":[{"Effect":"Allow","Action":"a:b","Resource":"arn:aws:s3:::b/${aws:username}"}]}`:                            `policy variables`,
-		`{"Statement":[{"Effect":"Allow","Action":"a:b","Resource":"*","Principal":{"CanonicalUser":"x"}}]}`:                       `"CanonicalUser"`,
-		`{"Statement":[{"Effect":"Allow","Action":"a:b","Resource":"*","Extra":1}]}`:                                               `element "Extra"`,
+		`{"Statement":[{"Effect":"Allow","Action":"a:b","Resource":"*","Condition":{"IpAddress":{"aws:SourceIp":"1.2.3.4/32"}}}]}`:           `"IpAddress" is not supported`,
+		`{"Statement":[{"Effect":"Allow","Action":"a:b","Resource":"*","Condition":{"NullIfExists":{"k":"true"}}}]}`:                         `"NullIfExists"`,
+		`{"Statement":[{"Effect":"Maybe","Action":"a:b","Resource":"*"}]}`:                                                                   `"Maybe" is not Allow or Deny`,
+		`{"Statement":[{"Effect":"Allow","Resource":"*"}]}`:                                                                                  `Action and NotAction`,
+		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"a:b","Resource":"arn:aws:sqs:${aws:RequestedRegion}:1:q"}]}`:       `policy variables may stand only in the resource part`,
+		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"a:b","Resource":"arn:aws:s3:::b/${aws:username"}]}`:                `no closing brace`,
+		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"a:b","Resource":"*","Condition":{"StringLike":{"k":"${k, x}"}}}]}`: `single quotes`,
+		`{"Statement":[{"Effect":"Allow","Action":"a:b","Resource":"arn:aws:*:eu-west-1:1:q"}]}`:                                             `wildcard in the service segment`,
+		`{"Statement":[{"Effect":"Allow","Action":"a:b","Resource":"*","Principal":{"CanonicalUser":"x"}}]}`:                                 `"CanonicalUser"`,
+		`{"Statement":[{"Effect":"Allow","Action":"a:b","Resource":"*","Extra":1}]}`:                                                         `element "Extra"`,
 	} {
 		if _, err := iam.ParsePolicy("P", []byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %s", doc, err, want)

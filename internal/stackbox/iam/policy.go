@@ -2,12 +2,15 @@
 // CloudFormation template, already resolved to concrete ARNs — for one request at a time, so a
 // local run of the stack can refuse what AWS would refuse.
 //
-// It implements what CDK-generated templates use: Effect Allow and Deny; Action/NotAction and
-// Resource/NotResource with * and ? wildcards; Principal/NotPrincipal (AWS ARNs, account ids and
-// roots, Service, "*"); the String…, Arn…, Bool, Null and Numeric… condition operators with the
-// …IfExists suffix and the ForAnyValue:/ForAllValues: qualifiers. ParsePolicy refuses any other
-// element or operator, naming it. Permission boundaries, SCPs and session policies are not
-// modelled.
+// It implements what CDK-generated templates use: Effect Allow and Deny; Action/NotAction;
+// Resource/NotResource with * and ? wildcards matched segment by segment as AWS matches ARNs;
+// Principal/NotPrincipal (AWS ARNs, account ids and roots, Service, "*"); the String…, Arn…,
+// Bool, Null and Numeric… condition operators with the …IfExists suffix and the ForAnyValue:/
+// ForAllValues: qualifiers over single- and multivalued context keys; policy variables
+// (${aws:PrincipalAccount}, ${key, 'default'}, ${*}…) in policies of version 2012-10-17; and
+// KMS key policies, which must allow a request on their key even within the account.
+// ParsePolicy refuses any other element or operator, naming it. Grants, permission boundaries,
+// SCPs and session policies are not modelled.
 //
 // No maintained Go library evaluates IAM policies offline (the public ones are learning projects
 // or call the IAM simulator API), hence this one.
@@ -94,7 +97,40 @@ func ParsePolicy(id string, doc []byte) (Policy, error) {
 			return Policy{}, fmt.Errorf("policy %s: element %q is not supported", id, k)
 		}
 	}
+	if p.Version == policyVariablesVersion {
+		for i, st := range p.Statements {
+			if err := st.checkVariables(); err != nil {
+				return Policy{}, fmt.Errorf("policy %s: Statement[%d]: %w", id, i, err)
+			}
+		}
+	}
 	return p, nil
+}
+
+// checkVariables refuses the policy variables AWS refuses ("IAM policy elements: Variables and
+// tags"): a malformed one, and one in a Resource or NotResource entry before the resource part
+// of the ARN (after its fifth colon). Policies of other versions have no variables.
+func (s *Statement) checkVariables() error {
+	for _, r := range append(slices.Clone(s.Resource), s.NotResource...) {
+		i := strings.Index(r, "${")
+		if i < 0 {
+			continue
+		}
+		if !strings.HasPrefix(r, "arn:") || strings.Count(r[:i], ":") < 5 {
+			return fmt.Errorf("resource %q: policy variables may stand only in the resource part of an ARN, after its fifth colon", r)
+		}
+		if err := checkVariables(r); err != nil {
+			return fmt.Errorf("resource %q: %w", r, err)
+		}
+	}
+	for _, c := range s.Conditions {
+		for _, v := range c.Values {
+			if err := checkVariables(v); err != nil {
+				return fmt.Errorf("condition %s %s: %w", c.Operator, c.Key, err)
+			}
+		}
+	}
+	return nil
 }
 
 // MustParsePolicy is ParsePolicy for literal documents in tests and tables; it panics on error.
@@ -152,8 +188,10 @@ func parseStatement(raw json.RawMessage) (Statement, error) {
 		return Statement{}, fmt.Errorf("both Resource and NotResource")
 	}
 	for _, r := range append(slices.Clone(s.Resource), s.NotResource...) {
-		if strings.Contains(r, "${") {
-			return Statement{}, fmt.Errorf("resource %q: policy variables are not supported", r)
+		// "You can't use a wildcard in the service segment that identifies the AWS product"
+		// (IAM JSON policy elements: Resource).
+		if parts := strings.SplitN(r, ":", 4); len(parts) == 4 && parts[0] == "arn" && strings.ContainsAny(parts[2], "*?") {
+			return Statement{}, fmt.Errorf("resource %q: AWS does not allow a wildcard in the service segment of an ARN", r)
 		}
 	}
 	return s, nil

@@ -16,13 +16,16 @@ type Stack struct {
 	// AWS::IAM::ManagedPolicy resources attached to it, and AWS managed policies.
 	Identity map[string][]Policy
 	// Resource maps a resource ARN to its resource policies: AWS::SQS::QueuePolicy,
-	// AWS::SNS::TopicPolicy, AWS::S3::BucketPolicy (under the bucket ARN), KMS key policies,
-	// and AWS::Lambda::Permission as one statement each.
+	// AWS::SNS::TopicPolicy, AWS::S3::BucketPolicy (under the bucket ARN), the KeyPolicy of
+	// each AWS::KMS::Key (under the key ARN), and AWS::Lambda::Permission as one statement each.
 	Resource map[string][]Policy
 	// Trust maps a role ARN to its AssumeRolePolicyDocument.
 	Trust map[string]Policy
 	// Roles maps a role's logical id to its ARN.
 	Roles map[string]string
+	// TopicKeys maps the ARN of an AWS::SNS::Topic encrypted with a KMS key (KmsMasterKeyId)
+	// to the key's ARN; see KeyOfTopic.
+	TopicKeys map[string]string
 }
 
 // awsManaged are the AWS managed policies a CDK app attaches to Lambda roles, as AWS defines
@@ -53,7 +56,8 @@ func AWSManagedPolicy(arn string) (Policy, bool) {
 
 // FromTemplate reads the IAM of a template, resolving intrinsics with r (cfn.NewResolver).
 func FromTemplate(t *cfn.Template, r *cfn.Resolver) (*Stack, error) {
-	s := &Stack{Identity: map[string][]Policy{}, Resource: map[string][]Policy{}, Trust: map[string]Policy{}, Roles: map[string]string{}}
+	s := &Stack{Identity: map[string][]Policy{}, Resource: map[string][]Policy{}, Trust: map[string]Policy{}, Roles: map[string]string{},
+		TopicKeys: map[string]string{}}
 	roleByName := map[string]string{}
 	for _, id := range t.LogicalIDs("AWS::IAM::Role") {
 		a := r.Resources[id]
@@ -182,7 +186,59 @@ func FromTemplate(t *cfn.Template, r *cfn.Resolver) (*Stack, error) {
 	if err := s.resourcePolicies(t, r, doc, resolveList); err != nil {
 		return nil, err
 	}
+	if err := s.topicKeys(t, r); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// topicKeys finds the KMS key of each encrypted topic. KmsMasterKeyId names the key by ARN or
+// id (Fn::GetAtt Arn or Ref of an AWS::KMS::Key), or by alias (its name or ARN, often the Ref
+// of an AWS::KMS::Alias, whose TargetKeyId names the key). A key outside the template named by
+// ARN is kept as named; an alias outside the template, such as the AWS managed alias/aws/sns,
+// is left out: the template does not hold its policy.
+func (s *Stack) topicKeys(t *cfn.Template, r *cfn.Resolver) error {
+	keys := map[string]string{} // key ARN, key id, alias name, alias ARN → key ARN
+	for _, id := range t.LogicalIDs("AWS::KMS::Key") {
+		a := r.Resources[id]
+		keys[a.Attrs["Arn"]], keys[a.Ref] = a.Attrs["Arn"], a.Attrs["Arn"]
+	}
+	for _, id := range t.LogicalIDs("AWS::KMS::Alias") {
+		target, err := r.ResolveString(t.Resources[id].Properties["TargetKeyId"])
+		if err != nil {
+			return fmt.Errorf("%s TargetKeyId: %w", id, err)
+		}
+		if arn, ok := keys[target]; ok {
+			a := r.Resources[id]
+			keys[a.Ref], keys[a.Attrs["Arn"]] = arn, arn
+		}
+	}
+	for _, id := range t.LogicalIDs("AWS::SNS::Topic") {
+		v, ok := t.Resources[id].Properties["KmsMasterKeyId"]
+		if !ok {
+			continue
+		}
+		named, err := r.ResolveString(v)
+		if err != nil {
+			return fmt.Errorf("%s KmsMasterKeyId: %w", id, err)
+		}
+		topic := r.Resources[id].Ref
+		switch arn, ok := keys[named]; {
+		case ok:
+			s.TopicKeys[topic] = arn
+		case isKMS(named) && strings.Contains(named, ":key/"):
+			s.TopicKeys[topic] = named
+		}
+	}
+	return nil
+}
+
+// KeyOfTopic returns the ARN of the KMS key that encrypts an SNS topic of the template (its
+// KmsMasterKeyId). ok is false for an unencrypted topic, a topic outside the template, or one
+// encrypted with an alias the template does not define (the AWS managed alias/aws/sns).
+func (s *Stack) KeyOfTopic(topicArn string) (keyArn string, ok bool) {
+	keyArn, ok = s.TopicKeys[topicArn]
+	return keyArn, ok
 }
 
 func noUsersOrGroups(id string, res cfn.Resource) error {

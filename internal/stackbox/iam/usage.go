@@ -28,8 +28,10 @@ func (u Unused) String() string {
 // UnusedGrants lists the Allow grants of identity policies that no call used. identity maps a
 // principal (as it appears in Request.Principal) to its identity policies; calls are the
 // requests observed (each evaluated with no resource policy). A grant is used by a call of its
-// principal that the statement allows — action, resource and conditions — whatever the final
-// decision. An Allow statement with several actions is reported per unused action.
+// principal that the statement allows — action, resource and conditions, with the request
+// context Evaluate builds (multivalued keys, the keys filled from the principal, policy
+// variables) — whatever the final decision. An Allow statement with several actions is
+// reported per unused action.
 func UnusedGrants(identity map[string][]Policy, calls []Request) []Unused {
 	type key struct {
 		principal, policy string
@@ -45,8 +47,9 @@ func UnusedGrants(identity map[string][]Policy, calls []Request) []Unused {
 		who := parsePrincipal(c.Principal)
 		ctx := requestContext(c, who)
 		for _, p := range pols {
+			vars := p.Version == policyVariablesVersion
 			for i, s := range p.Statements {
-				if s.Effect != "Allow" || !s.resourceMatches(c.Resource) || !s.conditionsHold(ctx) {
+				if s.Effect != "Allow" || !s.resourceMatches(c.Resource, ctx, vars) || !s.conditionsHold(ctx, vars) {
 					continue
 				}
 				if s.NotAction != nil {

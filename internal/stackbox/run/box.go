@@ -151,6 +151,7 @@ type Box struct {
 	akids      map[string]string // principal → access key id
 	servers    []*http.Server
 	schedAhead atomic.Int64 // how far the scheduler's clock runs ahead (AdvanceSchedulerClock)
+	doors      boxDoors     // probes, intruders, injected outages, events delivered by rules (doors.go)
 	adminMu    sync.Mutex
 	admin      *awssqs.Client // the SQS fake without the proxy: setup and service deliveries
 	cancel     context.CancelFunc

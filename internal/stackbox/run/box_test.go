@@ -72,6 +72,11 @@ func TestStackInABox(t *testing.T) {
 		{"an SES bounce through SNS and SQS suppresses the next send", s.bounce},
 		{"a poison message dead-lettered, then redriven by the admin route", s.poison},
 		{"a message forged onto another service's queue is refused", s.forged},
+		{"a list forged under another service's prefix is refused", s.forgedUpload},
+		{"another service's ingest queue purged, drained, re-policed: refused", s.purgeOtherQueue},
+		{"a schedule of a foreign group cannot fire as Herald's scheduler role", s.foreignSchedule},
+		{"an audit entry updated or deleted by the api role is refused", s.auditTampered},
+		{"a campaign fails and the operator hears of it", s.failedCampaignAlert},
 		{"a reserved send and a reserved campaign moved in the console are honoured", s.consoleMoves},
 		{"an operator cancels a reserved send and a campaign from the console, with a JWT", s.operatorConsole},
 	} {
@@ -91,10 +96,28 @@ func TestStackInABox(t *testing.T) {
 		fmt.Printf("scenario: %-70s %s (%s)\n", sc.name, result, time.Since(t0).Round(time.Millisecond))
 	}
 
-	summary := box.Summary()
+	var allow []run.AllowEntry
+	if p := os.Getenv("HERALD_STACKBOX_ALLOWLIST"); p != "" {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatalf("the IAM allowlist: %v", err)
+		}
+		allow, err = run.ParseAllowlist(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+	}
+	summary := box.Summary(allow)
 	fmt.Print(summary)
 	if d := box.Denied(); len(d) > 0 {
 		t.Errorf("iam: %d calls of the stack were denied (listed above): the template must grant them", len(d))
+	}
+	if os.Getenv("HERALD_STACKBOX_ALLOWLIST") != "" && os.Getenv("HERALD_STACKBOX_ONLY") == "" {
+		if unused, _, stale := box.UnusedReport(allow); len(unused) > 0 || len(stale) > 0 {
+			t.Errorf("iam: %d grants never used and not in the allowlist, %d stale allowlist lines (listed above): "+
+				"exercise each grant in a scenario, drop it from the template, or explain it in the allowlist", len(unused), len(stale))
+		}
 	}
 	t.Logf("instances started: %v", box.Instances())
 	t.Logf("stack in a box: %s in all", time.Since(started).Round(time.Millisecond))

@@ -53,8 +53,14 @@ func (b *Box) FireSchedules(now time.Time) int {
 		if !ok {
 			return fmt.Errorf("schedule %s: target %s is not a queue of the template", inv.ScheduleName, inv.TargetArn)
 		}
-		if d := b.IAM.AssumeRole(inv.RoleArn, "scheduler.amazonaws.com", map[string]string{"aws:SourceArn": inv.ScheduleArn, "aws:SourceAccount": AccountID}); !d.Allowed {
-			b.recorder.check("scheduler", iam.Request{Principal: "scheduler.amazonaws.com", Action: "sts:AssumeRole", Resource: inv.RoleArn})
+		// EventBridge Scheduler names the schedule's group as aws:SourceArn when it assumes the
+		// schedule's role. A schedule in another group than the template's is someone else's:
+		// its refusal is the trust policy doing its job, not a defect.
+		group := b.arn("scheduler", "schedule-group/"+inv.GroupName)
+		trust := map[string]string{"aws:SourceArn": group, "aws:SourceAccount": AccountID}
+		if d := b.IAM.AssumeRole(inv.RoleArn, "scheduler.amazonaws.com", trust); !d.Allowed {
+			b.recorder.checkAs("scheduler ("+inv.GroupName+")", iam.Request{Principal: "scheduler.amazonaws.com", Action: "sts:AssumeRole", Resource: inv.RoleArn, Context: trust},
+				inv.GroupName != b.scheduleGroup(), &d)
 			return fmt.Errorf("scheduler cannot assume %s: %s", inv.RoleArn, d.Reason)
 		}
 		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
@@ -62,6 +68,14 @@ func (b *Box) FireSchedules(now time.Time) int {
 		_, err = b.SQSClient(inv.RoleArn).SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(inv.Input)})
 		return err
 	})
+}
+
+// scheduleGroup is the template's schedule group.
+func (b *Box) scheduleGroup() string {
+	for _, id := range b.Template.LogicalIDs("AWS::Scheduler::ScheduleGroup") {
+		return str(b.Template.Resources[id].Properties["Name"])
+	}
+	return ""
 }
 
 // Publish delivers a message published on an SNS topic of the template to its SQS

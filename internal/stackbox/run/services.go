@@ -29,6 +29,7 @@ import (
 // startServices starts the fakes, each behind its recording proxy, and sets the endpoints the
 // functions get.
 func (b *Box) startServices() error {
+	b.doors.init()
 	b.SQS = sqsfake.New()
 	b.Events = eventbusfake.New()
 	b.S3 = s3fake.New()
@@ -54,7 +55,7 @@ func (b *Box) startServices() error {
 		{"SQS", b.sqsRequests, jsonDeny, accountRewrite(sqsfake.Account, b.SQS)},
 		{"SCHEDULER", b.schedulerRequests, restDeny, forward(schedURL)},
 		{"SFN", b.statesRequests, jsonDeny, b.States},
-		{"EVENTBRIDGE", b.eventsRequests, jsonDeny, b.Events},
+		{"EVENTBRIDGE", b.eventsRequests, jsonDeny, b.routeEvents(b.Events)},
 		{"S3", b.s3Requests, xmlDeny, b.S3},
 		{"SECRETS_MANAGER", b.secretsRequests, jsonDeny, b.Secrets},
 		{"SESV2", b.sesRequests, restDeny, b.Sandbox.Handler()},

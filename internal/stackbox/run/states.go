@@ -185,8 +185,12 @@ func (s *States) Start(machineARN, name, input string) (Execution, error) {
 	go func() {
 		defer s.b.wg.Done()
 		defer close(x.done)
+		var clock asl.Clock
+		if s.b.outages() {
+			clock = hurriedClock{} // an injected outage outlasts the retries in seconds
+		}
 		out, err := sm.Machine.Run(ctx, json.RawMessage(input), asl.Env{
-			Integrations: s.b.integrations(sm), Fallback: s.b.lambdaTask(sm),
+			Integrations: s.b.integrations(sm), Fallback: s.b.lambdaTask(sm), Clock: clock,
 			Execution: asl.ExecutionInfo{ID: arn, Name: name, StateMachineARN: sm.ARN, StateMachine: sm.Name, RoleARN: sm.Role, StartTime: x.Start},
 			History:   x.History,
 		})
@@ -260,6 +264,9 @@ func (b *Box) integrations(sm *StateMachine) map[string]asl.Integration {
 			}
 			if err := json.Unmarshal(c.Parameters, &p); err != nil {
 				return nil, err
+			}
+			if b.outage(p.QueueUrl) {
+				return nil, &asl.Error{Name: "SQS.SqsException", Cause: "stackbox: an injected outage of " + p.QueueUrl}
 			}
 			body := string(p.MessageBody)
 			var s string
