@@ -5,14 +5,13 @@ import (
 	"net/mail"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
 
 	"herald/internal/ddb"
@@ -39,18 +38,20 @@ func DiscoverFunctions(dir string) ([]string, error) {
 	return names, nil
 }
 
-// access is what a function may do with a table.
-type access int
-
-const (
-	read access = iota + 1
-	readWrite
-)
+// actions are the DynamoDB actions a function performs on one table, without "dynamodb:".
+type actions []string
 
 // wiring is what a function touches besides its own queues and log group: the one place that
 // says who may do what, so least privilege is reviewed here and nowhere else.
 type wiring struct {
-	tables map[string]access
+	// tables are the exact DynamoDB actions the function's code performs, by table, or by
+	// "<table>/index/<index>" for a Query of an index: what the code calls, followed from the
+	// function's main through internal/awsenv into internal/ddb (TransactWriteItems is authorized
+	// as the Put, Update and Delete it holds; no Herald code checks, describes or streams a
+	// table, so CDK's grant helpers' ConditionCheckItem, DescribeTable and stream reads are not
+	// granted). The stack in a box proves each grant used, or infra/iam-allowlist.txt says why
+	// not. The connections table's entries apply only where the live inbox is deployed.
+	tables map[string]actions
 	sends  func(h *herald) []string // logical queues it sends to
 	events bool                     // puts operator events on the environment's event bus
 }
@@ -67,7 +68,13 @@ var functionWiring = map[string]wiring{
 	// POST /v1/notifications hands the request to the service's ingest queue; devices, contacts,
 	// preferences and the inbox are read and written directly.
 	"api": {
-		tables: map[string]access{"notifications": readWrite, "deliveries": read, "users": readWrite, "inbox-items": readWrite},
+		tables: map[string]actions{
+			"notifications": {"BatchGetItem", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"},
+			"deliveries":    {"BatchGetItem"}, "deliveries/index/by_notification": {"Query"},
+			"users":       {"BatchGetItem", "GetItem", "Query", "BatchWriteItem", "PutItem", "UpdateItem", "DeleteItem"},
+			"inbox-items": {"BatchGetItem", "Query", "UpdateItem", "DeleteItem"},
+			"connections": {"DeleteItem"}, "connections/index/by_user": {"Query"},
+		},
 		sends: func(h *herald) []string {
 			var out []string
 			for _, s := range h.cfg.Services {
@@ -83,8 +90,12 @@ var functionWiring = map[string]wiring{
 	// interrupted sends to the stage queues (deliveries, send, record, cleanup).
 	"ingest": {
 		// users: also a reserved campaign's fire sizes what is left of an uploaded list's audience.
-		tables: map[string]access{"notifications": readWrite, "deliveries": readWrite, "users": read,
-			"suppressions": read, "inbox-items": readWrite, "ratelimit": readWrite},
+		tables: map[string]actions{
+			"notifications": {"BatchGetItem", "GetItem", "Query", "BatchWriteItem", "PutItem", "UpdateItem"},
+			"deliveries":    {"PutItem"}, "inbox-items": {"PutItem"}, "ratelimit": {"UpdateItem"},
+			"users": {"BatchGetItem", "Query"}, "suppressions": {"BatchGetItem"},
+			"connections": {"DeleteItem"}, "connections/index/by_user": {"Query"},
+		},
 		sends: func(*herald) []string {
 			return append(append(append(lanes(notify.StagePrepare), notify.LaneQueue(notify.StageSend, notify.LaneRealtime)),
 				notify.LaneQueue(notify.StageRecord, notify.LaneRealtime)), notify.StageCleanup)
@@ -93,33 +104,48 @@ var functionWiring = map[string]wiring{
 	},
 	// Resolves recipients, writes inbox items and deliveries, batches sends.
 	"prepare": {
-		tables: map[string]access{"notifications": readWrite, "deliveries": readWrite, "users": read, "suppressions": read, "inbox-items": readWrite},
+		tables: map[string]actions{
+			"notifications": {"BatchGetItem", "GetItem", "Query", "PutItem", "UpdateItem"},
+			"deliveries":    {"BatchGetItem", "PutItem"}, "inbox-items": {"PutItem"},
+			"users": {"BatchGetItem", "Query"}, "suppressions": {"BatchGetItem"},
+			"connections": {"DeleteItem"}, "connections/index/by_user": {"Query"},
+		},
 		sends:  func(*herald) []string { return append(lanes(notify.StageSend), lanes(notify.StageRecord)...) },
 		events: true, // message_dead_lettered, as every SQS consumer
 	},
-	// Claims deliveries, waits on the shared rate limiter, sends, re-enqueues retries.
+	// Claims deliveries, waits on the shared rate limiter, sends, re-enqueues retries. An
+	// AlimTalk delivery that falls back to SMS reads the user's preferences and the
+	// suppressions first, and creates the SMS delivery (pipeline.fallBack).
 	"send": {
-		tables: map[string]access{"notifications": readWrite, "deliveries": readWrite, "ratelimit": readWrite},
+		tables: map[string]actions{
+			"notifications": {"BatchGetItem", "GetItem", "PutItem", "UpdateItem"},
+			"deliveries":    {"BatchGetItem", "PutItem", "UpdateItem"}, "ratelimit": {"UpdateItem"},
+			"users": {"BatchGetItem"}, "suppressions": {"BatchGetItem"},
+		},
 		sends: func(*herald) []string {
 			return append(append(lanes(notify.StageSend), lanes(notify.StageRecord)...), notify.StageCleanup)
 		},
 		events: true,
 	},
-	"record":  {tables: map[string]access{"notifications": readWrite, "deliveries": readWrite}, events: true},
-	"cleanup": {tables: map[string]access{"users": readWrite, "suppressions": readWrite}, events: true},
-	// Turns SES bounces and complaints into suppressions and delivery outcomes.
-	"bounce": {tables: map[string]access{"suppressions": readWrite, "deliveries": readWrite, "notifications": readWrite}, events: true},
+	"record":  {tables: map[string]actions{"notifications": {"BatchGetItem", "GetItem", "UpdateItem"}}, events: true},
+	"cleanup": {tables: map[string]actions{"users": {"GetItem", "DeleteItem"}, "suppressions": {"PutItem"}}, events: true},
+	// Turns SES bounces and complaints into suppressions.
+	"bounce": {tables: map[string]actions{"suppressions": {"PutItem"}}, events: true},
 	// The campaign state machine's steps (CheckWindow, FetchPage, SaveCursor).
 	// Its last step asks record-bulk to settle the campaign's notification once the audience is
 	// dispatched (Pipeline.EnqueueRecord; campaigns run on the bulk lane).
 	"campaign": {
-		tables: map[string]access{"notifications": readWrite, "users": read},
+		tables: map[string]actions{
+			"notifications": {"BatchGetItem", "GetItem", "PutItem", "UpdateItem"},
+			"users":         {"BatchGetItem", "Query"},
+			"connections":   {"Scan", "DeleteItem"}, // a broadcast's live events (wsapi.PublishBroadcast)
+		},
 		sends:  func(*herald) []string { return []string{notify.LaneQueue(notify.StageRecord, notify.LaneBulk)} },
 		events: true,
 	},
 	// Appends uploaded lists to the users table (and keeps its import markers there); reads S3
 	// objects under lists/ only (addAudience).
-	audienceFunction: {tables: map[string]access{"users": readWrite}, events: true},
+	audienceFunction: {tables: map[string]actions{"users": {"BatchGetItem", "GetItem", "Query", "BatchWriteItem", "PutItem", "UpdateItem"}}, events: true},
 	// Posts operator events from the bus to Slack (addEventAlerts subscribes it): no table, no
 	// queue, one secret (the webhook URL).
 	alertsFunction: {},
@@ -131,7 +157,14 @@ var functionWiring = map[string]wiring{
 	// reschedule, pause and resume notifications and campaigns, which the api function does for
 	// services, so it writes the notifications table as api does (campaign executions in
 	// campaign.go); a campaign's progress reads what is left of its audience in users.
-	adminFunction: {tables: map[string]access{"notifications": readWrite, "deliveries": read, "users": read},
+	// Its PutItem of audit entries and export jobs is granted on those keys only (AppendAuditLog,
+	// exports.go). DescribeTable: guregu/dynamo describes the table for a filtered, limited
+	// Query that ends without a LastEvaluatedKey (ListReservedCampaigns, a filtered ListAudit).
+	adminFunction: {tables: map[string]actions{
+		"notifications": {"BatchGetItem", "GetItem", "Query", "Scan", "DescribeTable", "UpdateItem"},
+		"deliveries":    {"BatchGetItem"}, "deliveries/index/by_notification": {"Query"},
+		"users": {"GetItem"},
+	},
 		// POST /v1/admin/exports queues the job for the export function.
 		sends: func(h *herald) []string {
 			if _, ok := h.queueByName[notify.QueueExport]; ok {
@@ -145,12 +178,64 @@ var functionWiring = map[string]wiring{
 	// addExports.
 	// An unmasked deliveries export recovers each address from the notification's recipients and
 	// its users' devices and contacts (users, read; the contacts key, as every function).
-	exportFunction: {tables: map[string]access{"notifications": read, "deliveries": read, "users": read}},
+	exportFunction: {tables: map[string]actions{
+		"notifications": {"BatchGetItem", "GetItem", "Query", "Scan", "DescribeTable"},
+		"deliveries":    {"BatchGetItem"}, "deliveries/index/by_notification": {"Query"},
+		"users": {"BatchGetItem", "Query"},
+	}},
 	// The live inbox WebSocket API's $connect/$disconnect/$default: records connections (the
 	// connections table and ManageConnections, granted with the other publishers' in stream.go)
 	// and answers resume messages from the inbox (broadcasts are in the notifications table,
 	// their targeting read from users).
-	streamFunction: {tables: map[string]access{"inbox-items": read, "notifications": read, "users": read}},
+	streamFunction: {tables: map[string]actions{
+		"inbox-items": {"BatchGetItem", "Query"}, "notifications": {"BatchGetItem", "Query"}, "users": {"BatchGetItem", "Query"},
+		"connections": {"GetItem", "PutItem", "DeleteItem"},
+	}},
+}
+
+// grantTables grants role exactly the DynamoDB actions of tables (a wiring's): one statement
+// per table, naming the table or the index each action is on.
+func (h *herald) grantTables(role awsiam.Role, tables map[string]actions) {
+	byTable := map[string][]string{}
+	for _, key := range sortedKeys(tables) {
+		table, _, _ := strings.Cut(key, "/")
+		byTable[table] = append(byTable[table], key)
+	}
+	for _, table := range sortedKeys(byTable) {
+		if table == "connections" && h.wsAPI == nil {
+			continue // no live inbox: nobody publishes
+		}
+		t, ok := h.tables[table]
+		if !ok {
+			panic("infra/functions.go: wiring names an unknown table " + table)
+		}
+		// One statement per set of actions, on the table or its indexes.
+		for _, key := range byTable[table] {
+			res := t.TableArn()
+			sid := "Table" + pascal(table)
+			if _, index, ok := strings.Cut(key, "/index/"); ok {
+				res = jsii.String(*t.TableArn() + "/index/" + index)
+				sid += "Index" + pascal(index)
+			}
+			var acts []*string
+			for _, a := range tables[key] {
+				acts = append(acts, jsii.String("dynamodb:"+a))
+			}
+			role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid: jsii.String(sid), Actions: &acts, Resources: &[]*string{res},
+			}))
+		}
+	}
+}
+
+// writes reports whether a includes a write.
+func (a actions) writes() bool {
+	for _, x := range a {
+		if x == "PutItem" || x == "UpdateItem" || x == "DeleteItem" || x == "BatchWriteItem" {
+			return true
+		}
+	}
+	return false
 }
 
 // alertsFunction posts operator events to Slack (internal/awsenv.StartAlerts). It is deployed
@@ -222,42 +307,67 @@ func (h *herald) addFunction(name string) error {
 		"HERALD_TABLE_PREFIX":     jsii.String(h.name("")),
 		"HERALD_QUEUE_URL_PREFIX": jsii.String(fmt.Sprintf("https://sqs.%s.%s/%s/%s", *h.stack.Region(), *h.stack.UrlSuffix(), *h.stack.Account(), h.name(""))),
 	}
-	for _, t := range sortedKeys(w.tables) {
-		if w.tables[t] == readWrite {
-			h.tables[t].GrantReadWriteData(role)
-		} else {
-			h.tables[t].GrantReadData(role)
-		}
-	}
+	h.grantTables(role, w.tables)
 
 	// Queues: it consumes its own (and dead-letters what can never succeed straight into their
-	// DLQs), and sends to the next stage's.
+	// DLQs), and sends to the next stage's. Exactly what is called, rather than CDK's grant
+	// helpers (which add GetQueueUrl and GetQueueAttributes everywhere): Lambda's event source
+	// mapping receives, deletes and reads the queue's attributes as the function's role;
+	// Settle moves a message's visibility for a retry's backoff; dead letters and the next
+	// stage's messages are sends. Queue URLs come from HERALD_QUEUE_URL_PREFIX, never looked up.
 	var consumed []*stageQueue
+	var consumedArns, dlqArns, sendArns []*string
 	for _, q := range h.queues {
 		if q.consumer == name {
 			consumed = append(consumed, q)
-			q.dlq.GrantSendMessages(role)
+			consumedArns = append(consumedArns, q.queue.QueueArn())
+			dlqArns = append(dlqArns, q.dlq.QueueArn())
 		}
 	}
 	if w.sends != nil {
 		for _, logical := range w.sends(h) {
-			h.queueByName[logical].queue.GrantSendMessages(role)
+			sendArns = append(sendArns, h.queueByName[logical].queue.QueueArn())
 			h.senders[logical] = append(h.senders[logical], role)
 		}
+	}
+	if len(consumedArns) > 0 {
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("ConsumeOwnQueues"),
+			Actions:   jsii.Strings("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"),
+			Resources: &consumedArns,
+		}))
+	}
+	if sends := append(dlqArns, sendArns...); len(sends) > 0 {
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("SendToNextStagesAndDeadLetters"),
+			Actions:   jsii.Strings("sqs:SendMessage"),
+			Resources: &sends,
+		}))
 	}
 
 	secrets := map[string]string{}
 	if known {
 		secrets = secretNames(h.cfg, name)
 	}
+	// GetSecretValue on each named secret (Secrets Manager appends six random characters to a
+	// secret's ARN), and nothing else: internal/awsenv reads values, never metadata.
 	granted := map[string]bool{}
+	var secretArns []*string
 	for _, key := range sortedKeys(secrets) {
 		secret := secrets[key]
 		if granted[secret] {
 			continue
 		}
 		granted[secret] = true
-		awssecretsmanager.Secret_FromSecretNameV2(h.stack, jsii.String(id+"Secret"+pascal(secret)), jsii.String(secret)).GrantRead(role, nil)
+		secretArns = append(secretArns, jsii.String(fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s-??????",
+			*h.stack.Partition(), *h.stack.Region(), *h.stack.Account(), secret)))
+	}
+	if len(secretArns) > 0 {
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("ReadOwnSecrets"),
+			Actions:   jsii.Strings("secretsmanager:GetSecretValue"),
+			Resources: &secretArns,
+		}))
 	}
 
 	switch name {
@@ -321,7 +431,7 @@ func (h *herald) addFunction(name string) error {
 		}))
 	}
 
-	if w.tables["notifications"] == readWrite || name == adminFunction {
+	if w.tables["notifications"].writes() || slices.Contains(auditWriters, name) {
 		h.auditAppendOnly(name, role)
 	}
 	h.streamEnv(name, role, env)
@@ -364,7 +474,11 @@ func (h *herald) addFunction(name string) error {
 				jsii.String(fmt.Sprintf("%s: max_concurrency %d raised to 2, Lambda's minimum for SQS event sources", q.logical, q.maxConc)), nil)
 			maxConc = 2
 		}
-		props := &awslambdaeventsources.SqsEventSourceProps{
+		// A mapping of its own rather than SqsEventSource, which would grant the role CDK's
+		// consume helper on top of ConsumeOwnQueues; it waits for the role's policy, or its
+		// creation fails on a role that may not receive yet.
+		props := &awslambda.EventSourceMappingOptions{
+			EventSourceArn:          q.queue.QueueArn(),
 			BatchSize:               jsii.Number(float64(q.batch)),
 			MaxConcurrency:          jsii.Number(float64(maxConc)),
 			ReportBatchItemFailures: jsii.Bool(true),
@@ -372,7 +486,8 @@ func (h *herald) addFunction(name string) error {
 		if q.window > 0 {
 			props.MaxBatchingWindow = awscdk.Duration_Seconds(jsii.Number(q.window.Seconds()))
 		}
-		fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(q.queue, props))
+		m := fn.AddEventSourceMapping(jsii.String("SqsEventSource"+pascal(q.logical)), props)
+		m.Node().AddDependency(role)
 	}
 	h.functions[name] = fn
 	h.roles[name] = role
@@ -383,12 +498,13 @@ func (h *herald) addFunction(name string) error {
 // auditAppendOnly denies role every change to the audit log's items (their partition keys start
 // AUDIT#) in the notifications table, which it otherwise may write: an explicit Deny, so no
 // Allow — this role's or any added later — can overwrite, update or delete an audit entry. The
-// admin function keeps its one append (AppendAuditLog, a PutItem of a new key whose condition
-// refuses an existing one). dynamodb:LeadingKeys holds every partition key a request touches,
-// so ForAnyValue catches a batch with one audit key among others.
+// functions that append to it (auditWriters: the API's routes audit what services and
+// operators do) keep PutItem, which internal/ddb only issues for an audit entry as a put of a
+// new key whose condition refuses an existing one. dynamodb:LeadingKeys holds every partition
+// key a request touches, so ForAnyValue catches a batch with one audit key among others.
 func (h *herald) auditAppendOnly(name string, role awsiam.Role) {
 	actions := []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
-	if name == adminFunction {
+	if slices.Contains(auditWriters, name) {
 		actions = actions[1:]
 	}
 	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -401,6 +517,10 @@ func (h *herald) auditAppendOnly(name string, role awsiam.Role) {
 		}},
 	}))
 }
+
+// auditWriters are the functions that append to the audit log: both serve internal/api routes,
+// which audit every change a service or an operator makes.
+var auditWriters = []string{"api", adminFunction}
 
 // grantReservedSends lets role arm reserved sends: create/update/delete schedules in this
 // environment's group only, and hand them the scheduler role; setEnv gets the variables
@@ -438,7 +558,7 @@ func (h *herald) grantSES(role awsiam.Role) {
 	}
 	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("SendEmail"),
-		Actions:   jsii.Strings("ses:SendEmail", "ses:SendRawEmail"),
+		Actions:   jsii.Strings("ses:SendEmail"), // SESv2 SendEmail of a Simple message (internal/ses): never raw
 		Resources: &resources,
 	}))
 }

@@ -12,8 +12,6 @@ import (
 const (
 	reasonXRay = "X-Ray's PutTraceSegments and PutTelemetryRecords do not support resource-level permissions; " +
 		"AWS documents Resource \"*\" for them (added by Lambda active tracing)."
-	reasonIndexes = "CDK table grants cover the table's own secondary indexes (<table arn>/index/*): the store " +
-		"queries by_notification (deliveries), newest and unread (inbox); no other table is reachable."
 	reasonSchedules = "Reserved sends create one schedule per notification, named at run time; access is confined " +
 		"to this environment's schedule group (schedule/herald-<env>/*)."
 	reasonStatesDelivery = "Step Functions log delivery (logs:*LogDelivery, PutResourcePolicy, DescribeLogGroups) and " +
@@ -45,10 +43,6 @@ func (h *herald) addNagSuppressions() {
 			Id:        jsii.String("AwsSolutions-IAM5"),
 			Reason:    jsii.String(reasonXRay),
 			AppliesTo: &[]interface{}{"Resource::*"},
-		}, {
-			Id:        jsii.String("AwsSolutions-IAM5"),
-			Reason:    jsii.String(reasonIndexes),
-			AppliesTo: &[]interface{}{regex(`/^Resource::<[A-Za-z0-9]+Table[0-9A-F]{8}\.Arn>\/index\/\*$/`)},
 		}}
 		// ingest arms reserved sends; api re-arms and disarms them, and arms campaigns' send_at;
 		// admin re-arms them all after the schedule group was replaced.
@@ -65,10 +59,6 @@ func (h *herald) addNagSuppressions() {
 	// inline policy (ingest's, which also sends express notifications) overflows into a managed
 	// policy CDK creates at synthesis, after the per-role suppressions above are attached.
 	cdknag.NagSuppressions_AddStackSuppressions(h.stack, &[]*cdknag.NagPackSuppression{{
-		Id:        jsii.String("AwsSolutions-IAM5"),
-		Reason:    jsii.String(reasonIndexes),
-		AppliesTo: &[]interface{}{regex(`/^Resource::<[A-Za-z0-9]+Table[0-9A-F]{8}\.Arn>\/index\/\*$/`)},
-	}, {
 		Id:        jsii.String("AwsSolutions-IAM5"),
 		Reason:    jsii.String(reasonSchedules),
 		AppliesTo: &[]interface{}{"Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/herald-" + h.env + "/*"},

@@ -70,7 +70,6 @@ func (h *herald) streamEnv(name string, role awsiam.Role, env map[string]*string
 	if h.wsAPI == nil || !containsString(inboxPublishers, name) {
 		return
 	}
-	h.tables["connections"].GrantReadWriteData(role)
 	env["HERALD_CONNECTIONS_TABLE"] = h.tables["connections"].TableName()
 	env["HERALD_WEBSOCKET_ENDPOINT"] = jsii.String(fmt.Sprintf("https://%s.execute-api.%s.%s/%s", *h.wsAPI.Ref(), *h.stack.Region(), *h.stack.UrlSuffix(), streamStage))
 	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{

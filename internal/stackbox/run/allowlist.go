@@ -14,9 +14,9 @@ import (
 // why it is kept (infra/iam-allowlist.txt). A grant never used that no line explains is a grant
 // too many, or a scenario missing.
 
-// AllowEntry is one line of the allowlist: who (a function name, as the summary names roles),
-// which action, on which resources (a pattern over the grant's resources, joined by ", ";
-// * matches any run of characters), and why.
+// AllowEntry is one line of the allowlist: who (a pattern over the function name the summary
+// names a role by, herald-<env>-<name>), which action (a pattern), on which resources (a pattern
+// over the grant's resources, joined by ", "), and why; * matches any run of characters.
 type AllowEntry struct {
 	Line                       int
 	Who, Action, Resource, Why string
@@ -45,10 +45,12 @@ func ParseAllowlist(r io.Reader) ([]AllowEntry, error) {
 }
 
 func (e AllowEntry) matches(who string, u iam.Unused) bool {
-	if e.Who != who && e.Who != "*" || !strings.EqualFold(e.Action, u.Action) {
-		return false
-	}
-	ok, _ := path.Match(strings.ReplaceAll(e.Resource, "/", "\x00"), strings.ReplaceAll(strings.Join(u.Resources, ", "), "/", "\x00"))
+	return glob(e.Who, who) && glob(strings.ToLower(e.Action), strings.ToLower(u.Action)) && glob(e.Resource, strings.Join(u.Resources, ", "))
+}
+
+// glob matches s against pattern, where * is any run of characters (slashes included).
+func glob(pattern, s string) bool {
+	ok, _ := path.Match(strings.ReplaceAll(pattern, "/", "\x00"), strings.ReplaceAll(s, "/", "\x00"))
 	return ok
 }
 

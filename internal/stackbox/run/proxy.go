@@ -141,8 +141,8 @@ func (b *Box) Summary(allow []AllowEntry) string {
 		}
 	}
 	unused, allowlisted, stale := b.UnusedReport(allow)
-	fmt.Fprintf(&sb, "iam: %d grants never used outside the allowlist (%d allowlisted; logs:* and xray:* are Lambda's and Step Functions' own, not run by the box)\n",
-		len(unused), allowlisted)
+	fmt.Fprintf(&sb, "iam: %d grants never used outside the allowlist (%d allowlisted)\n", len(unused), allowlisted)
+	sb.WriteString("  (logs:* and xray:* are Lambda's and Step Functions' own calls, not made by the box, and not counted)\n")
 	// role → resources → actions
 	byRole := map[string]map[string][]string{}
 	for _, u := range unused {
