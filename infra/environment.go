@@ -179,7 +179,9 @@ const defaultLambdaConcurrencyQuota = 10
 func minUnreserved(quota int) int { return min(100, quota) }
 
 // MaxReserved is the most concurrency the functions may reserve together.
-func (s Settings) MaxReserved() int { return s.LambdaConcurrencyQuota - minUnreserved(s.LambdaConcurrencyQuota) }
+func (s Settings) MaxReserved() int {
+	return s.LambdaConcurrencyQuota - minUnreserved(s.LambdaConcurrencyQuota)
+}
 
 // ReservedConcurrency is the concurrency the functions reserve together.
 func (s Settings) ReservedConcurrency() int {
