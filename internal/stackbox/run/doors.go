@@ -121,6 +121,29 @@ func (hurriedClock) Sleep(ctx context.Context, d time.Duration) error {
 	return asl.RealClock{}.Sleep(ctx, min(d, 50*time.Millisecond))
 }
 
+// servicePublish checks that the AWS service principal may publish to topic on behalf of
+// source, as SNS checks it: the topic's policy (with aws:SourceArn and aws:SourceAccount), then,
+// for an encrypted topic, the key's policy for the data key SNS asks KMS for on the publisher's
+// behalf — with the topic's ARN as encryption context and without the source keys, which the
+// publishing service does not send to KMS.
+func (b *Box) servicePublish(caller, service, source, topic string) error {
+	c := b.recorder.check(caller, iam.Request{Principal: service, Action: "sns:Publish", Resource: topic,
+		Context: map[string]string{"aws:SourceArn": source, "aws:SourceAccount": AccountID}})
+	if !c.Allowed {
+		return fmt.Errorf("topic policy: %s", c.Reason)
+	}
+	if key, ok := b.IAM.KeyOfTopic(topic); ok {
+		for _, action := range []string{"kms:GenerateDataKey", "kms:Decrypt"} {
+			c := b.recorder.check(caller, iam.Request{Principal: service, Action: action, Resource: key,
+				Context: map[string]string{"kms:EncryptionContext:aws:sns:topicArn": topic, "kms:ViaService": "sns." + Region + ".amazonaws.com"}})
+			if !c.Allowed {
+				return fmt.Errorf("key policy: %s", c.Reason)
+			}
+		}
+	}
+	return nil
+}
+
 // TopicDeliveries returns what EventBridge rules delivered to the SNS topic topicARN.
 func (b *Box) TopicDeliveries(topicARN string) []Delivery {
 	b.doors.init()
@@ -258,19 +281,8 @@ func (b *Box) deliver(r rule, target string, d Delivery) error {
 	caller := "eventbridge rule " + r.name
 	switch {
 	case strings.HasPrefix(target, "arn:aws:sns:"):
-		c := b.recorder.check(caller, iam.Request{Principal: "events.amazonaws.com", Action: "sns:Publish", Resource: target,
-			Context: map[string]string{"aws:SourceArn": r.arn, "aws:SourceAccount": AccountID}})
-		if !c.Allowed {
-			return fmt.Errorf("topic policy: %s", c.Reason)
-		}
-		if key, ok := b.IAM.KeyOfTopic(target); ok {
-			for _, action := range []string{"kms:GenerateDataKey", "kms:Decrypt"} {
-				c := b.recorder.check(caller, iam.Request{Principal: "events.amazonaws.com", Action: action, Resource: key,
-					Context: map[string]string{"kms:EncryptionContext:aws:sns:topicArn": target, "kms:ViaService": "sns." + Region + ".amazonaws.com"}})
-				if !c.Allowed {
-					return fmt.Errorf("key policy: %s", c.Reason)
-				}
-			}
+		if err := b.servicePublish(caller, "events.amazonaws.com", r.arn, target); err != nil {
+			return err
 		}
 		b.doors.mu.Lock()
 		b.doors.topics[target] = append(b.doors.topics[target], d)

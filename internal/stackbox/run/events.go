@@ -136,9 +136,14 @@ func (b *Box) serviceSend(ctx context.Context, service, source string, q Queue, 
 // onBounce is the sandbox's SES feedback: SES publishes it on the configuration set's SNS
 // event destination.
 func (b *Box) onBounce(envelope []byte) {
-	topic := b.sesFeedbackTopic()
+	topic, set := b.sesFeedbackTopic()
 	if topic == "" {
 		b.log.Error("stackbox: SES feedback but no configuration set event destination on SNS")
+		return
+	}
+	// SES publishes for the configuration set: the topic's and its key's policies must let it.
+	if err := b.servicePublish("ses", "ses.amazonaws.com", b.arn("ses", "configuration-set/"+set), topic); err != nil {
+		b.log.Error("stackbox: SES feedback refused", "error", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
@@ -148,7 +153,7 @@ func (b *Box) onBounce(envelope []byte) {
 	}
 }
 
-func (b *Box) sesFeedbackTopic() string {
+func (b *Box) sesFeedbackTopic() (topic, configurationSet string) {
 	for _, id := range b.Template.LogicalIDs("AWS::SES::ConfigurationSetEventDestination") {
 		p, err := b.props(id)
 		if err != nil {
@@ -156,10 +161,10 @@ func (b *Box) sesFeedbackTopic() string {
 		}
 		d, _ := p["EventDestination"].(map[string]any)
 		if sns, ok := d["SnsDestination"].(map[string]any); ok {
-			return str(sns["TopicARN"])
+			return str(sns["TopicARN"]), str(p["ConfigurationSetName"])
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // PutObject stores an object in a bucket of the template as principal would (s3:PutObject is
