@@ -345,16 +345,20 @@ func TestDevTemplateKeys(t *testing.T) {
 		allowed bool
 		reason  string
 	}{
+		// The keys name the topic they encrypt for by SNS's encryption context, the one condition
+		// KMS sees from EventBridge: no aws:SourceAccount or aws:SourceArn reaches it.
 		{"CloudWatch encrypts alarms", iam.Request{Principal: "cloudwatch.amazonaws.com", Action: "kms:GenerateDataKey", Resource: alarmKey,
-			Context: map[string]string{"aws:SourceAccount": devAcct, "kms:EncryptionContext:aws:sns:topicArn": alarms}}, true, "PublisherMayEncrypt"},
+			Context: map[string]string{"kms:EncryptionContext:aws:sns:topicArn": alarms}}, true, "CloudwatchMayEncrypt"},
 		{"EventBridge encrypts alarms", iam.Request{Principal: "events.amazonaws.com", Action: "kms:Decrypt", Resource: alarmKey,
-			Context: map[string]string{"aws:SourceAccount": devAcct}}, true, "EventBridgeMayEncrypt"},
-		{"CloudWatch of another account may not", iam.Request{Principal: "cloudwatch.amazonaws.com", Action: "kms:GenerateDataKey", Resource: alarmKey,
-			Context: map[string]string{"aws:SourceAccount": "999999999999"}}, false, ""},
-		{"SES encrypts feedback", iam.Request{Principal: "ses.amazonaws.com", Action: "kms:GenerateDataKey", Resource: feedbackKey,
-			Context: map[string]string{"aws:SourceAccount": devAcct}}, true, "PublisherMayEncrypt"},
-		{"SES may not use the alarms key", iam.Request{Principal: "ses.amazonaws.com", Action: "kms:GenerateDataKey", Resource: alarmKey,
+			Context: map[string]string{"kms:EncryptionContext:aws:sns:topicArn": alarms}}, true, "EventsMayEncrypt"},
+		{"EventBridge may not encrypt for another topic", iam.Request{Principal: "events.amazonaws.com", Action: "kms:GenerateDataKey", Resource: alarmKey,
+			Context: map[string]string{"kms:EncryptionContext:aws:sns:topicArn": feedback}}, false, ""},
+		{"EventBridge without the topic's context may not", iam.Request{Principal: "events.amazonaws.com", Action: "kms:GenerateDataKey", Resource: alarmKey,
 			Context: map[string]string{"aws:SourceAccount": devAcct}}, false, ""},
+		{"SES encrypts feedback", iam.Request{Principal: "ses.amazonaws.com", Action: "kms:GenerateDataKey", Resource: feedbackKey,
+			Context: map[string]string{"kms:EncryptionContext:aws:sns:topicArn": feedback}}, true, "SesMayEncrypt"},
+		{"SES may not use the alarms key", iam.Request{Principal: "ses.amazonaws.com", Action: "kms:GenerateDataKey", Resource: alarmKey,
+			Context: map[string]string{"kms:EncryptionContext:aws:sns:topicArn": alarms}}, false, ""},
 		{"a role with no KMS grant may not, though the key policy enables IAM policies", iam.Request{Principal: role("fn-send"), Action: "kms:Decrypt", Resource: alarmKey},
 			false, "names only the account"},
 	}

@@ -61,7 +61,9 @@ func TestDevTemplatePolicies(t *testing.T) {
 		reason  string
 	}{
 		{"send updates deliveries", iam.Request{Principal: role("fn-send"), Action: "dynamodb:UpdateItem", Resource: ddbPrefix + "deliveries"}, true, "FnSendRoleDefaultPolicy"},
-		{"send queries a deliveries index", iam.Request{Principal: role("fn-send"), Action: "dynamodb:Query", Resource: ddbPrefix + "deliveries/index/by-notification"}, true, ""},
+		{"send may not query a deliveries index it never reads", iam.Request{Principal: role("fn-send"), Action: "dynamodb:Query", Resource: ddbPrefix + "deliveries/index/by_notification"}, false, "implicit deny"},
+		{"api lists a notification's deliveries by the index", iam.Request{Principal: role("fn-api"), Action: "dynamodb:Query", Resource: ddbPrefix + "deliveries/index/by_notification"}, true, "TableDeliveriesIndexByNotification"},
+		{"api may not scan the deliveries", iam.Request{Principal: role("fn-api"), Action: "dynamodb:Scan", Resource: ddbPrefix + "deliveries"}, false, "implicit deny"},
 		{"send as its Lambda session", iam.Request{Principal: "arn:aws:sts::123456789012:assumed-role/herald-dev-fn-send/herald-dev-send", Action: "dynamodb:UpdateItem", Resource: ddbPrefix + "deliveries"}, true, ""},
 		{"send may not write users", iam.Request{Principal: role("fn-send"), Action: "dynamodb:PutItem", Resource: ddbPrefix + "users"}, false, "implicit deny"},
 		{"send may not enqueue to ingest", iam.Request{Principal: role("fn-send"), Action: "sqs:SendMessage", Resource: devPrefix + "ingest-orders"}, false, "OnlyServiceAndHeraldSend"},
@@ -113,11 +115,16 @@ func TestDevTemplateTrust(t *testing.T) {
 	if d := s.AssumeRole(role("fn-send"), "states.amazonaws.com", nil); d.Allowed {
 		t.Fatal(d.Reason)
 	}
-	if d := s.AssumeRole(role("scheduler"), "scheduler.amazonaws.com", map[string]string{"aws:SourceAccount": devAcct}); !d.Allowed {
+	group := "arn:aws:scheduler:eu-west-1:" + devAcct + ":schedule-group/herald-dev"
+	if d := s.AssumeRole(role("scheduler"), "scheduler.amazonaws.com", map[string]string{"aws:SourceAccount": devAcct, "aws:SourceArn": group}); !d.Allowed {
 		t.Fatal(d.Reason)
 	}
-	if d := s.AssumeRole(role("scheduler"), "scheduler.amazonaws.com", map[string]string{"aws:SourceAccount": "999999999999"}); d.Allowed {
+	if d := s.AssumeRole(role("scheduler"), "scheduler.amazonaws.com", map[string]string{"aws:SourceAccount": "999999999999", "aws:SourceArn": group}); d.Allowed {
 		t.Fatal("the scheduler role is assumable for another account's schedules")
+	}
+	if d := s.AssumeRole(role("scheduler"), "scheduler.amazonaws.com", map[string]string{"aws:SourceAccount": devAcct,
+		"aws:SourceArn": "arn:aws:scheduler:eu-west-1:" + devAcct + ":schedule-group/default"}); d.Allowed {
+		t.Fatal("the scheduler role is assumable for schedules of another group")
 	}
 }
 
@@ -165,7 +172,7 @@ func TestDevTemplateUnusedGrants(t *testing.T) {
 			t.Errorf("%q reported unused although called:\n%s", used, joined)
 		}
 	}
-	for _, unused := range []string{"dynamodb:UpdateItem " + ddbPrefix + "notifications", "sqs:SendMessage " + devPrefix + "cleanup", "ses:SendEmail "} {
+	for _, unused := range []string{"dynamodb:UpdateItem " + ddbPrefix + "notifications", "ses:SendEmail "} {
 		if !strings.Contains(joined, unused) {
 			t.Errorf("%q not reported unused:\n%s", unused, joined)
 		}
