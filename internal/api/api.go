@@ -11,10 +11,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strings"
 	"time"
 
+	"herald/internal/netguard"
 	"herald/internal/notify"
 )
 
@@ -77,6 +79,9 @@ type Options struct {
 	// LocalPushEndpoints also accepts web push endpoints on http://127.0.0.1, ::1 and localhost
 	// — the sandbox's push service. Only the sandbox mode sets it; otherwise endpoints are https.
 	LocalPushEndpoints bool
+	// ResolveHost looks up the host of a Web Push endpoint being registered, to refuse a name
+	// that resolves to a private or metadata address; nil is netguard.Resolve.
+	ResolveHost func(ctx context.Context, host string) ([]netip.Addr, error)
 	// Routes selects the routes served (default AllRoutes): in AWS the api function serves
 	// ServiceRoutes and the admin function AdminRoutes; the others answer 404.
 	Routes RouteSet
@@ -224,12 +229,14 @@ type server struct {
 	requestID        func(r *http.Request) string
 	vapidPublicKey   string
 	localPush        bool
-	exports          notify.ExportStore
-	exportLinks      ExportLinks
-	exportFiles      ExportFiles
-	exportLinkTTL    time.Duration
-	inboxEvents      notify.InboxEvents
-	stream           http.Handler
+	// resolveHost looks up a Web Push endpoint's host (netguard.Resolve; Options.ResolveHost).
+	resolveHost   func(ctx context.Context, host string) ([]netip.Addr, error)
+	exports       notify.ExportStore
+	exportLinks   ExportLinks
+	exportFiles   ExportFiles
+	exportLinkTTL time.Duration
+	inboxEvents   notify.InboxEvents
+	stream        http.Handler
 }
 
 type apiKey struct {
@@ -266,12 +273,16 @@ func New(o Options) http.Handler {
 		requestID:        o.RequestID,
 		vapidPublicKey:   o.VAPIDPublicKey,
 		localPush:        o.LocalPushEndpoints,
+		resolveHost:      o.ResolveHost,
 		exports:          o.Exports,
 		exportLinks:      o.ExportLinks,
 		exportFiles:      o.ExportFiles,
 		exportLinkTTL:    o.ExportLinkTTL,
 		inboxEvents:      o.InboxEvents,
 		stream:           o.InboxStream,
+	}
+	if s.resolveHost == nil {
+		s.resolveHost = netguard.Resolve
 	}
 	if s.exportLinkTTL <= 0 {
 		s.exportLinkTTL = notify.ExportLinkTTL

@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
 
+	"herald/internal/netguard"
 	"herald/internal/notify"
 )
 
@@ -102,6 +104,13 @@ func (s *server) putWebPushSubscription(w http.ResponseWriter, r *http.Request) 
 	sub := notify.WebPushSubscription{Endpoint: b.Endpoint, Keys: notify.WebPushKeys{P256dh: b.Keys.P256dh, Auth: b.Keys.Auth}}
 	if err := sub.Validate(s.localPush); err != nil {
 		return err
+	}
+	// A name that resolves to a private, loopback or metadata address is refused now; the
+	// sender's dialer refuses it again at every connection, should the name change its answer.
+	if u, err := url.Parse(sub.Endpoint); err == nil {
+		if err := (netguard.Policy{AllowLoopback: s.localPush}).CheckHost(r.Context(), u.Hostname(), s.resolveHost); err != nil {
+			return notify.FieldError("endpoint", "must be on a public host: %v", err)
+		}
 	}
 	if err := checkLocaleZone(b.Locale, b.TimeZone); err != nil {
 		return err

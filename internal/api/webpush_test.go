@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -16,7 +17,42 @@ import (
 const testVAPIDKey = "BPHndDgeUWreF-Mqpx26CbsZkBRTXA6oNuRGEru4ziQWeowoviMTrlnWNYvR-GwkWvW0WTKm9AWnlsD4sA38AEQ"
 
 func webPushEnv(t *testing.T, local bool) *env {
-	return setup(t, func(o *Options) { o.VAPIDPublicKey, o.LocalPushEndpoints = testVAPIDKey, local })
+	return setup(t, func(o *Options) {
+		o.VAPIDPublicKey, o.LocalPushEndpoints = testVAPIDKey, local
+		o.ResolveHost = fakeDNS
+	})
+}
+
+// fakeDNS answers for the tests' names without the network: rebind.example.com points at the
+// metadata address, every other name at a public one.
+func fakeDNS(_ context.Context, host string) ([]netip.Addr, error) {
+	if host == "rebind.example.com" {
+		return []netip.Addr{netip.MustParseAddr("169.254.169.254")}, nil
+	}
+	return []netip.Addr{netip.MustParseAddr("142.250.72.10")}, nil
+}
+
+// TestWebPushEndpointsArePublic: an endpoint is a URL Herald will POST to, chosen by whoever
+// registers it: a private, loopback, link-local or metadata host — in any notation, or by a name
+// resolving there — is a 400 naming endpoint; the sandbox admits its loopback, and only that.
+func TestWebPushEndpointsArePublic(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		e := webPushEnv(t, local)
+		for _, ep := range []string{"https://169.254.169.254/x", "https://[::ffff:a9fe:a9fe]/x", "https://2852039166/x", "https://10.0.0.1/x",
+			"https://0xa9fea9fe/x", "https://[fd00:ec2::254]/x", "https://100.64.1.1/x", "https://rebind.example.com/x"} {
+			rec := e.do(t, "PUT", "/v1/users/u1/web-push-subscriptions", ordersKey, browserSubscription(t, ep))
+			wantStatus(t, rec, http.StatusBadRequest)
+			if !strings.Contains(rec.Body.String(), `"field":"endpoint"`) {
+				t.Errorf("sandbox %v, %s: %s, want the field endpoint", local, ep, rec.Body.String())
+			}
+		}
+		rec := e.do(t, "PUT", "/v1/users/u1/web-push-subscriptions", ordersKey, browserSubscription(t, "https://127.0.0.1:8443/push/x"))
+		want := http.StatusBadRequest
+		if local {
+			want = http.StatusOK
+		}
+		wantStatus(t, rec, want)
+	}
 }
 
 // browserSubscription is a PushSubscription JSON as a browser makes it.

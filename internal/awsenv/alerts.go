@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"herald/internal/config"
+	"herald/internal/netguard"
 	"herald/internal/notify"
 	"herald/internal/slack"
 )
@@ -123,7 +124,9 @@ func newAlerts(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Aler
 	}
 	return &Alerts{
 		WebhookURL: url, Options: slack.Options{ConsoleURL: sc.ConsoleURL, CampaignFinished: sc.CampaignFinished},
-		Client: &http.Client{Timeout: 5 * time.Second}, Folder: &slack.Folder{}, Log: log,
+		// The webhook's host is configuration, but reached from inside the VPC-less function all
+		// the same: never a private or metadata address (netguard).
+		Client: &http.Client{Timeout: 5 * time.Second, Transport: netguard.Policy{}.Transport()}, Folder: &slack.Folder{}, Log: log,
 		Metrics: &emf{w: os.Stdout, env: cfg.Env, now: time.Now}, Now: time.Now,
 	}, nil
 }

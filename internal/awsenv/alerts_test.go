@@ -45,6 +45,28 @@ func TestAlertsHandler(t *testing.T) {
 	}
 	var metrics bytes.Buffer
 	a.Metrics = &emf{w: &metrics, env: "test", now: time.Now}
+	// The function's own client refuses the loopback hook (netguard): a webhook on a private or
+	// metadata address is never posted to.
+	raw0, _ := os.ReadFile("../../events/alerts/eventbridge-message-dead-lettered.json")
+	var ev0 events.EventBridgeEvent
+	if err := json.Unmarshal(raw0, &ev0); err != nil {
+		t.Fatal(err)
+	}
+	a.Now = func() time.Time { return time.Unix(1, 0) }
+	if err := a.Handle(t.Context(), ev0); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(posts) != 0 {
+		t.Fatalf("the default client posted to a loopback webhook: %v", posts)
+	}
+	mu.Unlock()
+	if !strings.Contains(metrics.String(), "SlackPostsFailed") {
+		t.Fatalf("the refused post was not counted: %s", metrics.String())
+	}
+	metrics.Reset()
+	// The rest talks to the test's hook.
+	a.Client, a.Folder = hook.Client(), &slack.Folder{}
 	now := time.Unix(1000, 0)
 	a.Now = func() time.Time { return now }
 

@@ -145,7 +145,8 @@ func buildSenders(ctx context.Context, cfg *config.Config, sb *sandbox.Server) (
 		if w.VAPIDPrivateKey == "" {
 			return nil, nil, fmt.Errorf("providers.webpush.vapid_private_key: required by the local runtime (vapid_private_key_secret is read by the AWS runtime)")
 		}
-		wc := webpush.Config{VAPIDPublicKey: w.VAPIDPublicKey, VAPIDPrivateKey: w.VAPIDPrivateKey, Subscriber: w.Subscriber}
+		// The sandbox's push service is on this machine; otherwise endpoints are public hosts.
+		wc := webpush.Config{VAPIDPublicKey: w.VAPIDPublicKey, VAPIDPrivateKey: w.VAPIDPrivateKey, Subscriber: w.Subscriber, AllowLoopback: sb != nil}
 		if sb != nil && wc.Subscriber == "" {
 			wc.Subscriber = sandboxWebPushSubscriber
 		}

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdh"
 	"crypto/sha256"
 	"encoding/base64"
@@ -10,6 +11,8 @@ import (
 	"net"
 	"net/url"
 	"strings"
+
+	"herald/internal/netguard"
 )
 
 // WebPushSubscription is a browser's PushSubscription (W3C Push API) as
@@ -60,6 +63,14 @@ func (s *WebPushSubscription) Validate(localHTTP bool) error {
 	}
 	switch {
 	case u.Scheme == "https":
+		// The push service is whatever host the browser gave, so the URL is a request Herald
+		// makes on a user's say-so: never to a private, loopback, link-local or metadata
+		// address in any notation (netguard), but on this machine's sandbox. Names are
+		// resolved and checked where the API registers the subscription, and the sender's
+		// dialer checks every address it connects to.
+		if err := (netguard.Policy{AllowLoopback: localHTTP}).CheckHost(context.Background(), u.Hostname(), nil); err != nil {
+			return FieldError("endpoint", "must be on a public host: %v", err)
+		}
 	case u.Scheme == "http" && localHTTP && isLoopbackHost(u.Hostname()):
 	case u.Scheme == "http" && localHTTP:
 		return FieldError("endpoint", "must be https (http only on 127.0.0.1 or localhost, in sandbox mode)")

@@ -25,6 +25,7 @@ import (
 
 	webpushgo "github.com/SherClockHolmes/webpush-go"
 
+	"herald/internal/netguard"
 	"herald/internal/notify"
 )
 
@@ -54,8 +55,12 @@ type Config struct {
 	Subscriber string
 	// Limiter, when set, paces requests per push service origin (keys RateKeyPrefix:<origin>).
 	Limiter notify.RateLimiter
-	// HTTPClient, default one with a 30 s timeout.
+	// HTTPClient, default one with a 30 s timeout whose dialer refuses every address outside
+	// the public internet (netguard), loopback too unless AllowLoopback: an endpoint is a URL a
+	// browser — or whoever registers a subscription — chose.
 	HTTPClient *http.Client
+	// AllowLoopback lets the default client reach this machine: the sandbox's push service.
+	AllowLoopback bool
 	// MaxConcurrency bounds pushes in flight across all Send calls; default 64.
 	MaxConcurrency int
 }
@@ -149,7 +154,7 @@ func New(cfg Config) (*Sender, error) {
 		now:        time.Now,
 	}
 	if s.client == nil {
-		s.client = &http.Client{Timeout: 30 * time.Second}
+		s.client = &http.Client{Timeout: 30 * time.Second, Transport: netguard.Policy{AllowLoopback: cfg.AllowLoopback}.Transport()}
 	}
 	if cfg.Limiter != nil {
 		s.SetRateLimiter(cfg.Limiter)

@@ -221,7 +221,7 @@ func TestSend(t *testing.T) {
 	defer srv.Close()
 	pub, priv, _ := GenerateKeys()
 	lim := &recordingLimiter{}
-	s, err := New(Config{VAPIDPublicKey: pub, VAPIDPrivateKey: priv, Subscriber: "mailto:ops@example.com", Limiter: lim})
+	s, err := New(Config{VAPIDPublicKey: pub, VAPIDPrivateKey: priv, Subscriber: "mailto:ops@example.com", Limiter: lim, AllowLoopback: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestSendRefusesOversizedPayload(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { calls++; w.WriteHeader(201) }))
 	defer srv.Close()
 	pub, priv, _ := GenerateKeys()
-	s, err := New(Config{VAPIDPublicKey: pub, VAPIDPrivateKey: priv, Subscriber: "https://example.com/ops"})
+	s, err := New(Config{VAPIDPublicKey: pub, VAPIDPrivateKey: priv, Subscriber: "https://example.com/ops", AllowLoopback: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,5 +284,30 @@ func TestSendRefusesOversizedPayload(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Fatalf("%d requests, want 1", calls)
+	}
+}
+
+// TestDefaultClientRefusesPrivateAddresses: without AllowLoopback (anywhere but the sandbox), the
+// sender's own client refuses to connect to this machine, as to any private address, whatever
+// the subscription says.
+func TestDefaultClientRefusesPrivateAddresses(t *testing.T) {
+	var hits int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++; w.WriteHeader(http.StatusCreated) }))
+	defer srv.Close()
+	pub, priv, err := GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{VAPIDPublicKey: pub, VAPIDPrivateKey: priv, Subscriber: "mailto:ops@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Send(context.Background(), []notify.OutboundMessage{{DeliveryID: "d1", Address: subscription(t, srv.URL+"/push/x"),
+		Content: notify.Content{Title: "T", Body: "B"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "netguard") || hits != 0 {
+		t.Fatalf("results %+v, %d hits: want the connection refused by netguard", res, hits)
 	}
 }
