@@ -13,6 +13,7 @@ import (
 
 	"herald/internal/api"
 	"herald/internal/campaign"
+	"herald/internal/config"
 	"herald/internal/notify"
 	"herald/internal/pipeline"
 	"herald/internal/sqs"
@@ -161,9 +162,29 @@ func StartIngest(senders SenderBuilder) error {
 	return startWithCampaigns(Options{Senders: senders}, func(e *Env, c *campaign.Control) {
 		campaigns := orNil[pipeline.CampaignFirer](c)
 		lambda.Start(e.SQSHandler(func(queue string) pipeline.Handler {
-			return e.Pipeline.IngestWithCampaigns(strings.TrimPrefix(queue, "ingest-"), e.Scheduler, campaigns)
+			service, err := IngestService(e.Config, queue)
+			if err != nil {
+				return pipeline.Refuse(err)
+			}
+			return e.Pipeline.IngestWithCampaigns(service, e.Scheduler, campaigns)
 		}))
 	})
+}
+
+// IngestService is the service whose ingest queue is queue (a logical name, ingest-<service>).
+// The queue names the service a message is accepted for, so a queue of a service that is not
+// configured — a mapping added by hand, a forged event — is forbidden: its messages are
+// dead-lettered and nothing is sent.
+func IngestService(cfg *config.Config, queue string) (string, error) {
+	service, ok := strings.CutPrefix(queue, "ingest-")
+	if ok {
+		for _, s := range cfg.Services {
+			if s.Name == service {
+				return service, nil
+			}
+		}
+	}
+	return "", notify.Errorf(notify.EFORBIDDEN, "ingest: %s is not the ingest queue of a configured service", queue)
 }
 
 // StartAdmin is the admin function's main, returning like StartSQS. It reads no API keys: behind

@@ -179,6 +179,18 @@ type ItemFailure struct {
 // other message counts as done.
 type Handler func(ctx context.Context, msgs []notify.Message) []ItemFailure
 
+// Refuse is the handler of a queue that is no stage's: every message fails with err (a
+// permanent one, so it is dead-lettered with its reason) and nothing is done.
+func Refuse(err error) Handler {
+	return func(_ context.Context, msgs []notify.Message) []ItemFailure {
+		out := make([]ItemFailure, len(msgs))
+		for i, m := range msgs {
+			out[i] = ItemFailure{MessageID: m.ID, Err: err}
+		}
+		return out
+	}
+}
+
 // each runs fn for every message and collects failures, so one bad message never fails the batch.
 // eachConcurrently is each with the messages handled side by side: the ingest batch, whose
 // messages are independent notifications that, on the express path, each wait on a provider.
