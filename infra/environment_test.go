@@ -76,7 +76,7 @@ func TestBuildMergesOverlay(t *testing.T) {
 func TestBuildRefusesSecretValuesAndLocalFiles(t *testing.T) {
 	_, err := Build("dev", []byte(baseYAML+"sandbox: true\n"), []byte("herald: {contacts: {encryption_key: "+
 		"aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}, providers: {twilio: {auth_token: abcdefgh}, "+
-		"alimtalk: {api_key: NCSKEY, api_secret: abcdefgh, apps: {default: {sender_key: PF1}}}, webpush: {vapid_public_key: "+
+		"alimtalk: {api_key: NCSKEY, api_secret: abcdefgh, from: '0212345678', apps: {default: {sender_key: PF1}}}, webpush: {vapid_public_key: "+
 		config.DevVAPIDPublicKey+", vapid_private_key: xYsKtQFyLFkSYM84LyV8CbG-hnSPjIx-R1uDeAQjSZg, subscriber: 'mailto:ops@example.com'}}, "+
 		"alerts: {slack: {webhook_url: 'https://hooks.example.com/services/T0/B0/x'}}}\n"), "dev.yaml")
 	if err == nil {
@@ -190,7 +190,7 @@ func TestPascal(t *testing.T) {
 }
 
 func TestSendReadsTheAlimTalkSecret(t *testing.T) {
-	yaml := strings.Replace(baseYAML, "providers:\n", "providers:\n  alimtalk: {api_key: NCSKEY, api_secret_secret: herald/x/solapi, apps: {default: {sender_key: PF1}}}\n", 1)
+	yaml := strings.Replace(baseYAML, "providers:\n", "providers:\n  alimtalk: {api_key: NCSKEY, api_secret_secret: herald/x/solapi, from: '0212345678', apps: {default: {sender_key: PF1}}}\n", 1)
 	c, err := config.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)

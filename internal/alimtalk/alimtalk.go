@@ -72,8 +72,8 @@ type Config struct {
 	APISecret string // its secret; it signs requests and is never sent
 	// Apps maps Herald's provider app (notify.OutboundMessage.App) to its KakaoTalk channel.
 	Apps map[string]App
-	// From is the registered sender number, sent when set; Solapi's own SMS substitution is
-	// always off (disableSms), so it is optional.
+	// From is the sender number registered with Solapi, in digits: every message carries it
+	// (Solapi refuses a message without one, even with its own SMS substitution off).
 	From string
 	// BaseURL is Solapi's API root; "" is DefaultBaseURL. The sandbox's URL in development.
 	BaseURL string
@@ -105,8 +105,10 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("alimtalk: app %q needs its SenderKey (pfId)", name))
 		}
 	}
-	if c.From != "" && !isKoreanNumber(c.From) {
-		errs = append(errs, fmt.Errorf("alimtalk: From %q is not a Korean phone number", c.From))
+	if c.From == "" {
+		errs = append(errs, errors.New("alimtalk: From (the registered sender number) is required"))
+	} else if !isKoreanNumber(c.From) || strings.Trim(c.From, "0123456789") != "" {
+		errs = append(errs, fmt.Errorf("alimtalk: From %q is not a Korean phone number in digits", c.From))
 	}
 	if c.BaseURL != "" && !notify.IsHTTPURL(c.BaseURL) {
 		errs = append(errs, fmt.Errorf("alimtalk: BaseURL %q is not an http(s) URL", c.BaseURL))

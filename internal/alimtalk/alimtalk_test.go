@@ -30,7 +30,7 @@ func setup(t *testing.T, edit ...func(*alimtalk.Config)) fixture {
 	}
 	t.Cleanup(func() { srv.Close() })
 	srv.TrustAlimTalkKey(testKey, testSecret)
-	cfg := alimtalk.Config{APIKey: testKey, APISecret: testSecret, BaseURL: srv.URL(), MaxConcurrency: 4,
+	cfg := alimtalk.Config{APIKey: testKey, APISecret: testSecret, From: "0212345678", BaseURL: srv.URL(), MaxConcurrency: 4,
 		Apps: map[string]alimtalk.App{"default": {SenderKey: testPfID}, "invalidapp": {SenderKey: "invalid-pf"}}}
 	for _, e := range edit {
 		e(&cfg)
@@ -206,7 +206,7 @@ func TestConnectionRefusedIsUnavailable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s, err := alimtalk.New(alimtalk.Config{APIKey: testKey, APISecret: testSecret, BaseURL: "http://" + addr,
+	s, err := alimtalk.New(alimtalk.Config{APIKey: testKey, APISecret: testSecret, From: "0212345678", BaseURL: "http://" + addr,
 		Apps: map[string]alimtalk.App{"default": {SenderKey: testPfID}}})
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +241,7 @@ func TestSendLimits(t *testing.T) {
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
-	ok := alimtalk.Config{APIKey: testKey, APISecret: testSecret, Apps: map[string]alimtalk.App{"default": {SenderKey: testPfID}}}
+	ok := alimtalk.Config{APIKey: testKey, APISecret: testSecret, From: "0212345678", Apps: map[string]alimtalk.App{"default": {SenderKey: testPfID}}}
 	tests := []struct {
 		name string
 		edit func(*alimtalk.Config)
@@ -250,6 +250,8 @@ func TestNewValidates(t *testing.T) {
 		{"no key", func(c *alimtalk.Config) { c.APIKey = "" }, []string{"APIKey"}},
 		{"no secret", func(c *alimtalk.Config) { c.APISecret = "" }, []string{"APISecret"}},
 		{"no app", func(c *alimtalk.Config) { c.Apps = nil }, []string{"app"}},
+		{"no sender number", func(c *alimtalk.Config) { c.From = "" }, []string{"From", "required"}},
+		{"a sender number not in digits", func(c *alimtalk.Config) { c.From = "02-1234-5678" }, []string{"From", "digits"}},
 		{"app without pfId", func(c *alimtalk.Config) { c.Apps = map[string]alimtalk.App{"x": {}} }, []string{`app "x"`, "SenderKey"}},
 		{"everything", func(c *alimtalk.Config) {
 			c.From, c.BaseURL, c.MaxConcurrency, c.Timeout = "+1 415", "localhost:1", -1, -1

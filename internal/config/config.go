@@ -201,13 +201,15 @@ type Twilio struct {
 
 // AlimTalk is Kakao AlimTalk through Solapi (internal/alimtalk).
 type AlimTalk struct {
-	RatePerSecond   float64                `yaml:"rate_per_second"`
-	APIKey          string                 `yaml:"api_key"`           // the Solapi API key (not secret: the secret signs)
-	APISecret       string                 `yaml:"api_secret"`        // local only
-	APISecretSecret string                 `yaml:"api_secret_secret"` // Secrets Manager name (AWS) holding the API secret
-	From            string                 `yaml:"from"`              // registered sender number; optional
-	BaseURL         string                 `yaml:"base_url"`          // override, e.g. a sandbox
-	Apps            map[string]AlimTalkApp `yaml:"apps"`              // provider app → KakaoTalk channel
+	RatePerSecond   float64 `yaml:"rate_per_second"`
+	APIKey          string  `yaml:"api_key"`           // the Solapi API key (not secret: the secret signs)
+	APISecret       string  `yaml:"api_secret"`        // local only
+	APISecretSecret string  `yaml:"api_secret_secret"` // Secrets Manager name (AWS) holding the API secret
+	// From is the sender number registered with Solapi (발신번호), required on every message:
+	// digits only once loaded ("02-1234-5678" reads as "0212345678").
+	From    string                 `yaml:"from"`
+	BaseURL string                 `yaml:"base_url"` // override, e.g. a sandbox
+	Apps    map[string]AlimTalkApp `yaml:"apps"`     // provider app → KakaoTalk channel
 	// Fallback is what a recipient KakaoTalk cannot reach gets instead: "sms" (the same text as
 	// SMS, or LMS when longer, through the SMS provider) or "none" (the default). A send may
 	// choose otherwise with channel_content.alimtalk.data.alimtalk_fallback.
@@ -567,6 +569,14 @@ func (c *Config) Validate() error {
 		if len(a.Apps) == 0 {
 			bad("providers.alimtalk.apps", "at least one app (a KakaoTalk channel) is required")
 		}
+		switch from := KoreanSenderNumber(a.From); {
+		case a.From == "":
+			bad("providers.alimtalk.from", "required: the sender number registered with Solapi (발신번호), e.g. 0212345678")
+		case from == "":
+			bad("providers.alimtalk.from", "%q is not a Korean sender number (8 to 11 digits: 0…, or 15xx/16xx/18xx-xxxx)", a.From)
+		default:
+			c.Providers.AlimTalk.From = from
+		}
 		for _, name := range SortedApps(a.Apps) {
 			if strings.TrimSpace(a.Apps[name].SenderKey) == "" {
 				bad("providers.alimtalk.apps."+name+".sender_key", "required (the channel's sender profile key, Solapi's pfId)")
@@ -734,7 +744,7 @@ func Dev() *Config {
 			APNs:   APNs{Apps: map[string]APNsApp{"default": {Topic: "com.example.herald"}}},
 			SES:    SES{From: "Herald Sandbox <noreply@sandbox.herald.local>"},
 			Twilio: Twilio{AccountSID: "AC00000000000000000000000000000000", AuthToken: "sandboxtoken0000", From: "+15005550006"},
-			AlimTalk: AlimTalk{APIKey: "NCSSANDBOX0000000", APISecret: "sandbox-alimtalk-secret",
+			AlimTalk: AlimTalk{APIKey: "NCSSANDBOX0000000", APISecret: "sandbox-alimtalk-secret", From: "0212345678",
 				Apps: map[string]AlimTalkApp{"default": {SenderKey: "KA01PF000000000000sandbox"}},
 				// The sandbox reports verdicts at once: a short first read keeps a local send quick.
 				VerdictCheck: Duration(time.Second)},
@@ -756,4 +766,29 @@ func SortedApps[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// KoreanSenderNumber is s as the digits of a Korean sender number — a subscriber number
+// starting 0 (mobile, area code, 070) of 9 to 11 digits, or an 8-digit representative number
+// (15xx, 16xx, 18xx) — with the separators people write (-, space, parentheses, dots) removed,
+// or "" when s is none. Solapi takes a message's from in digits only.
+func KoreanSenderNumber(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case r == '-' || r == ' ' || r == '(' || r == ')' || r == '.':
+		default:
+			return ""
+		}
+	}
+	d := b.String()
+	switch {
+	case len(d) >= 9 && len(d) <= 11 && d[0] == '0':
+		return d
+	case len(d) == 8 && (strings.HasPrefix(d, "15") || strings.HasPrefix(d, "16") || strings.HasPrefix(d, "18")):
+		return d
+	}
+	return ""
 }

@@ -88,6 +88,7 @@ func TestAlimTalkConfig(t *testing.T) {
     api_key: NCSKEY
     api_secret_secret: herald/dev/solapi-api-secret
     apps: {default: {sender_key: KA01PF1}}
+    from: 02-1234-5678
     verdict_check: 45s
     verdict_deadline: 12h
 `))
@@ -95,7 +96,7 @@ func TestAlimTalkConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if a := c.Providers.AlimTalk; a.RatePerSecond != 50 || a.APIKey != "NCSKEY" || a.APISecretSecret != "herald/dev/solapi-api-secret" || a.Apps["default"].SenderKey != "KA01PF1" ||
-		a.VerdictCheck.D() != 45*time.Second || a.VerdictDeadline.D() != 12*time.Hour {
+		a.VerdictCheck.D() != 45*time.Second || a.VerdictDeadline.D() != 12*time.Hour || a.From != "0212345678" {
 		t.Errorf("parsed %+v", a)
 	}
 	if _, err := Parse([]byte(head)); err != nil {
@@ -109,11 +110,14 @@ func TestAlimTalkConfig(t *testing.T) {
 		{"no key, no secret, no app", "  alimtalk: {base_url: 'localhost:1', rate_per_second: -1}\n",
 			[]string{"providers.alimtalk.api_key", "providers.alimtalk: needs api_secret or api_secret_secret", "providers.alimtalk.apps",
 				"providers.alimtalk.base_url", "providers.alimtalk.rate_per_second"}},
-		{"app without sender key", "  alimtalk: {api_key: K, api_secret: s, apps: {kr: {}}}\n", []string{"providers.alimtalk.apps.kr.sender_key"}},
+		{"app without sender key", "  alimtalk: {api_key: K, api_secret: s, from: '0212345678', apps: {kr: {}}}\n", []string{"providers.alimtalk.apps.kr.sender_key"}},
+		{"no sender number", "  alimtalk: {api_key: K, api_secret: s, apps: {kr: {sender_key: P}}}\n", []string{"providers.alimtalk.from: required"}},
+		{"a sender number that is not Korean", "  alimtalk: {api_key: K, api_secret: s, from: '+1 555 0100', apps: {kr: {sender_key: P}}}\n", []string{"providers.alimtalk.from"}},
+		{"a sender number too short", "  alimtalk: {api_key: K, api_secret: s, from: '12345', apps: {kr: {sender_key: P}}}\n", []string{"providers.alimtalk.from"}},
 		{"misspelt key", "  alimtalk: {api_key: K, api_secret: s, apps: {kr: {pfid: x}}}\n", []string{"pfid"}},
-		{"verdict check over SQS's longest delay", "  alimtalk: {api_key: K, api_secret: s, apps: {kr: {sender_key: P}}, verdict_check: 16m}\n",
+		{"verdict check over SQS's longest delay", "  alimtalk: {api_key: K, api_secret: s, apps: {kr: {sender_key: P}}, from: '0212345678', verdict_check: 16m}\n",
 			[]string{"providers.alimtalk.verdict_check"}},
-		{"verdict deadline before the first check", "  alimtalk: {api_key: K, api_secret: s, apps: {kr: {sender_key: P}}, verdict_check: 5m, verdict_deadline: 1m}\n",
+		{"verdict deadline before the first check", "  alimtalk: {api_key: K, api_secret: s, apps: {kr: {sender_key: P}}, from: '0212345678', verdict_check: 5m, verdict_deadline: 1m}\n",
 			[]string{"providers.alimtalk.verdict_deadline"}},
 	}
 	for _, tt := range tests {

@@ -249,6 +249,11 @@ func (s *Server) handleAlimTalkSend(w http.ResponseWriter, req *http.Request) {
 			alimtalkError(w, http.StatusBadRequest, "ValidationError", fmt.Sprintf(`"messages[%d]": %v`, i, err))
 			return
 		}
+		// Solapi sends nothing without the sender number (발신번호), written in digits.
+		if f := msgs[i].From; f == "" || strings.Trim(f, "0123456789") != "" {
+			alimtalkError(w, http.StatusBadRequest, "ValidationError", fmt.Sprintf(`"messages[%d].from": a registered sender number in digits is required`, i))
+			return
+		}
 	}
 	// Throttling and outages answer the whole request, as the real service does.
 	for _, m := range msgs {

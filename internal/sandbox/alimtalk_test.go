@@ -42,7 +42,7 @@ func TestAlimTalkFake(t *testing.T) {
 		return fmt.Sprintf("%s apiKey=%s, date=%s, salt=%s, signature=%s", method, key, date, salt, hex.EncodeToString(mac.Sum(nil)))
 	}
 	msg := func(to, template string, extra string) string {
-		return fmt.Sprintf(`{"to":%q,"type":"ATA","kakaoOptions":{"pfId":"PF1","templateId":%q,"variables":{"#{name}":"하나"},"disableSms":true%s}}`, to, template, extra)
+		return fmt.Sprintf(`{"to":%q,"from":"0212345678","type":"ATA","kakaoOptions":{"pfId":"PF1","templateId":%q,"variables":{"#{name}":"하나"},"disableSms":true%s}}`, to, template, extra)
 	}
 	body := func(msgs ...string) string {
 		return `{"showMessageList":true,"messages":[` + strings.Join(msgs, ",") + `]}`
@@ -67,16 +67,18 @@ func TestAlimTalkFake(t *testing.T) {
 		{"no messages", sign("HMAC-SHA256", key, secret, now), `{}`, 400, "ValidationError", nil, 0},
 		{"empty messages", sign("HMAC-SHA256", key, secret, now), `{"messages":[]}`, 400, "ValidationError", nil, 0},
 		{"misspelt field", sign("HMAC-SHA256", key, secret, now), `{"messages":[{"to":"01012345678","kakaoOption":{}}]}`, 400, "ValidationError", nil, 0},
+		{"no sender number", sign("HMAC-SHA256", key, secret, now), `{"messages":[{"to":"01012345678","type":"ATA","kakaoOptions":{"pfId":"PF1","templateId":"T"}}]}`, 400, "ValidationError", nil, 0},
+		{"a sender number with dashes", sign("HMAC-SHA256", key, secret, now), `{"messages":[{"to":"01012345678","from":"02-1234-5678","type":"ATA","kakaoOptions":{"pfId":"PF1","templateId":"T"}}]}`, 400, "ValidationError", nil, 0},
 		{"one accepted", reused, body(msg("01012345678", "T", "")), 200, "", nil, 1},
 		{"signature reused", reused, body(msg("01012345679", "T", "")), 403, "DuplicatedSignature", nil, 0},
 		{"HMAC-MD5", sign("HMAC-MD5", key, secret, now), body(msg("01012345670", "T", "")), 200, "", nil, 1},
 		{"per-message refusals", sign("HMAC-SHA256", key, secret, now), body(
-			`{"to":"01012340001","type":"ATA","kakaoOptions":{"pfId":"PF1"}}`,
+			`{"to":"01012340001","from":"0212345678","type":"ATA","kakaoOptions":{"pfId":"PF1"}}`,
 			msg("0212345678", "T", ""),
-			`{"to":"01012340003","type":"ATA","kakaoOptions":{"pfId":"PF1","templateId":"T","variables":{"name":"x"}}}`,
+			`{"to":"01012340003","from":"0212345678","type":"ATA","kakaoOptions":{"pfId":"PF1","templateId":"T","variables":{"name":"x"}}}`,
 			msg("01012340004", "T", `,"buttons":[{"buttonName":"a","buttonType":"WL"}]`),
 			msg("01012340005", "T", `,"buttons":[{"buttonName":"a","buttonType":"BK"},{"buttonName":"a","buttonType":"BK"},{"buttonName":"a","buttonType":"BK"},{"buttonName":"a","buttonType":"BK"},{"buttonName":"a","buttonType":"BK"},{"buttonName":"a","buttonType":"BK"}]`),
-			`{"to":"01012340006","type":"SMS","text":"hi"}`,
+			`{"to":"01012340006","from":"0212345678","type":"SMS","text":"hi"}`,
 			msg("01055550001", "T", ""),
 			msg("01055550002", "T", ""),
 			msg("01012340009", "T_mismatch", ""),
@@ -213,8 +215,8 @@ func TestAlimTalkFakeMessageList(t *testing.T) {
 		} `json:"messageList"`
 	}
 	body := `{"showMessageList":true,"messages":[` +
-		`{"to":"01055550011","type":"ATA","kakaoOptions":{"pfId":"PF1","templateId":"T","disableSms":true}},` +
-		`{"to":"01012345678","type":"ATA","kakaoOptions":{"pfId":"PF1","templateId":"T","disableSms":true}}]}`
+		`{"to":"01055550011","from":"0212345678","type":"ATA","kakaoOptions":{"pfId":"PF1","templateId":"T","disableSms":true}},` +
+		`{"to":"01012345678","from":"0212345678","type":"ATA","kakaoOptions":{"pfId":"PF1","templateId":"T","disableSms":true}}]}`
 	if code := do("POST", "/messages/v4/send-many/detail", body, auth(), &sent); code != 200 || len(sent.MessageList) != 2 {
 		t.Fatalf("send = %d %+v", code, sent)
 	}
