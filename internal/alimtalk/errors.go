@@ -92,8 +92,9 @@ var statusCodes = map[string]string{
 }
 
 // statusCode classifies a Solapi status code: sent ("") or a notify code. An unlisted 1xxx,
-// 2xxx or 3xxx code is a refusal of this message (EREJECTED); anything else is unclassified
-// (EINTERNAL, retried so nothing is lost).
+// 2xxx or 3xxx code is a refusal of this message (EREJECTED); anything else (TEST1000, a code
+// Solapi added since) is EUNKNOWNSTATUS: permanent, since the message may well have gone out,
+// and a resend could deliver it twice.
 func statusCode(code string) string {
 	if c, ok := statusCodes[code]; ok {
 		return c
@@ -101,7 +102,7 @@ func statusCode(code string) string {
 	if len(code) == 4 && strings.ContainsAny(code[:1], "123") {
 		return notify.EREJECTED
 	}
-	return notify.EINTERNAL
+	return notify.EUNKNOWNSTATUS
 }
 
 // errorCodes maps the errorCode of Solapi's non-2xx answers ({"errorCode", "errorMessage"}) to

@@ -41,8 +41,10 @@ func TestStatusCode(t *testing.T) {
 		{"3053", notify.ETHROTTLED, true},
 		{"1099", notify.EREJECTED, false}, // unlisted: by family
 		{"3999", notify.EREJECTED, false},
-		{"5000", notify.EINTERNAL, true},
-		{"", notify.EINTERNAL, true},
+		// Unknown: the message may have gone out, so never resent.
+		{"5000", notify.EUNKNOWNSTATUS, false},
+		{"TEST1000", notify.EUNKNOWNSTATUS, false}, // Solapi's own sample answer
+		{"", notify.EUNKNOWNSTATUS, false},
 	}
 	for _, tt := range tests {
 		got := statusCode(tt.code)

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"herald/internal/config"
+	"herald/internal/netguard"
 	"herald/internal/notify"
 	"herald/internal/slack"
 )
@@ -45,8 +46,9 @@ func TestAlertsHandler(t *testing.T) {
 	}
 	var metrics bytes.Buffer
 	a.Metrics = &emf{w: &metrics, env: "test", now: time.Now}
-	// The function's own client refuses the loopback hook (netguard): a webhook on a private or
-	// metadata address is never posted to.
+	// The deployed function's client (its webhook from the secret) refuses the loopback hook
+	// (netguard): a webhook on a private or metadata address is never posted to.
+	a.Client = &http.Client{Transport: netguard.Policy{}.Transport()}
 	raw0, _ := os.ReadFile("../../events/alerts/eventbridge-message-dead-lettered.json")
 	var ev0 events.EventBridgeEvent
 	if err := json.Unmarshal(raw0, &ev0); err != nil {

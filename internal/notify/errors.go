@@ -37,6 +37,12 @@ const (
 // suppresses the address, and it is what triggers an AlimTalk delivery's SMS/LMS fallback.
 const EUNREACHABLE = "unreachable"
 
+// EUNKNOWNSTATUS says a provider answered a message with a status Herald's table does not
+// know (Solapi's sample answers carry TEST1000): what became of the message cannot be told, so
+// it is never sent again — a resend could deliver it twice — and the delivery fails with the
+// provider's code in its message, for an operator to read.
+const EUNKNOWNSTATUS = "unknown_status"
+
 // retryable is the one table that decides whether a failure is tried again.
 var retryable = map[string]bool{
 	ETHROTTLED:   true,
