@@ -21,7 +21,7 @@ import (
 
 // alertedEvents are the detail-types the alert rule sends to the alarm topic; campaign_finished
 // is there for whoever subscribes on the bus, not for on-call.
-var alertedEvents = []string{notify.EventCampaignFailed, notify.EventLargeSendStarted}
+var alertedEvents = []string{notify.EventCampaignFailed, notify.EventLargeSendStarted, notify.EventProviderAuthFailed}
 
 func (h *herald) addEventBus() {
 	// Every rule target dead-letters here what it could not deliver after its retries.
@@ -129,7 +129,7 @@ func kebab(s string) string {
 // slackEvents are the detail-types posted to Slack (internal/slack decides the same):
 // campaign_finished only when alerts.slack.campaign_finished asks for it.
 func (h *herald) slackEvents() []*string {
-	types := []string{notify.EventMessageDeadLettered, notify.EventLargeSendStarted, notify.EventCampaignFailed}
+	types := []string{notify.EventMessageDeadLettered, notify.EventLargeSendStarted, notify.EventCampaignFailed, notify.EventProviderAuthFailed}
 	if h.cfg.Alerts.Slack.CampaignFinished {
 		types = append(types, notify.EventCampaignFinished)
 	}

@@ -63,7 +63,7 @@ func TestOperatorEvents(t *testing.T) {
 		if mustJSON(pattern["source"]) != `["herald"]` {
 			t.Errorf("alert rule source %v, want herald", pattern["source"])
 		}
-		for _, dt := range []string{"Campaign Failed", "Large Send Started"} {
+		for _, dt := range []string{"Campaign Failed", "Large Send Started", "Provider Auth Failed"} {
 			if !slices.Contains(list(pattern["detail-type"]), any(dt)) {
 				t.Errorf("alert rule detail-types %v lack %q", pattern["detail-type"], dt)
 			}
@@ -117,9 +117,9 @@ func TestSlackAlerts(t *testing.T) {
 		if ref(p["EventBusName"]) != bus {
 			t.Errorf("slack rule on %v, want the operator bus", p["EventBusName"])
 		}
-		want := `["Message Dead Lettered","Large Send Started","Campaign Failed"]`
+		want := `["Message Dead Lettered","Large Send Started","Campaign Failed","Provider Auth Failed"]`
 		if env == "dev" { // env/dev.yaml asks for campaign_finished
-			want = `["Message Dead Lettered","Large Send Started","Campaign Failed","Campaign Finished"]`
+			want = `["Message Dead Lettered","Large Send Started","Campaign Failed","Provider Auth Failed","Campaign Finished"]`
 		}
 		pattern := p["EventPattern"].(map[string]any)
 		if got := mustJSON(pattern["detail-type"]); got != want || mustJSON(pattern["source"]) != `["herald"]` {

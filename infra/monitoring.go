@@ -31,6 +31,9 @@ const (
 	// metricStoreWrites is the DynamoDB items each stage wrote (dimensions Env, Queue): divided by
 	// Sent it is the writes per recipient the bulk lane keeps near 0.01.
 	metricStoreWrites = "StoreWrites"
+	// metricProviderAuthFailed is the deliveries a provider refused for Herald's credentials,
+	// account or balance (pipeline.MetricProviderAuthFailed; dimensions Env, Provider).
+	metricProviderAuthFailed = "ProviderAuthFailed"
 )
 
 // runbook points an alarm at its entry in the README.
@@ -187,6 +190,16 @@ func (h *herald) addAlarms() {
 				Period: fifteen,
 			}),
 			Threshold:         jsii.Number(h.settings.Alarms.ProviderFailureRatePercent),
+			EvaluationPeriods: jsii.Number(1),
+		})
+		// A refused credential, account or balance fails every delivery through the provider
+		// at once (pipeline.providerAuthFailed): one refusal pages.
+		h.alarm("AlarmProvider"+pascal(string(prov))+"Auth", &awscloudwatch.AlarmProps{
+			AlarmName: jsii.String(h.name("provider-auth-" + string(prov))),
+			AlarmDescription: jsii.String(fmt.Sprintf("%s refused Herald's credentials, account or balance: its deliveries fail until an operator fixes them. %s",
+				prov, runbook("Provider refuses credentials"))),
+			Metric:            h.providerMetric(prov, metricProviderAuthFailed, five),
+			Threshold:         jsii.Number(1),
 			EvaluationPeriods: jsii.Number(1),
 		})
 	}

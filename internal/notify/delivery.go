@@ -42,6 +42,10 @@ const (
 	ReasonCanceled         = "canceled"
 	ReasonDuplicate        = "duplicate" // a bulk recipient repeated within its chunk, reached once
 	ReasonExpired          = "expired"   // the reason EXPIRED deliveries are counted under
+	// ReasonProviderAuth: the provider refused Herald's credentials, account or balance; the
+	// delivery is not retried (the same credentials would be refused again), and operators hear
+	// of it (notify.EventProviderAuthFailed).
+	ReasonProviderAuth = "provider_auth"
 )
 
 // ReasonUnsupportedAddress is the skip reason for an address the provider cannot take at all

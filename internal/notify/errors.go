@@ -9,19 +9,22 @@ import (
 // Error codes. Every error that crosses a port carries one of these, and the retry decision is
 // made from the code alone (see IsRetryable), in this one place.
 const (
-	EINVALID      = "invalid"       // bad input or payload; permanent
-	ENOTFOUND     = "not_found"     // the thing does not exist
-	ECONFLICT     = "conflict"      // a conditional write lost (someone else holds or changed it)
-	EUNAUTHORIZED = "unauthorized"  // missing or unknown credentials
-	EFORBIDDEN    = "forbidden"     // known caller, not allowed to do this
-	ETOOLARGE     = "too_large"     // body or batch over a limit; permanent
-	ETHROTTLED    = "throttled"     // provider or limiter said slow down; retryable, honour RetryAfter
-	EUNAVAILABLE  = "unavailable"   // 5xx, timeout, connection error; retryable
-	EDEADADDRESS  = "dead_address"  // token unregistered, mailbox gone: permanent, and clean the address up
-	EREJECTED     = "rejected"      // provider refused this message or address; permanent
-	ESUPPRESSED   = "suppressed"    // address is on the suppression list; permanent
-	EAUTH         = "provider_auth" // our provider credentials were refused; retryable (an operator fixes it)
-	EINTERNAL     = "internal"      // anything unclassified; retryable so nothing is lost
+	EINVALID      = "invalid"      // bad input or payload; permanent
+	ENOTFOUND     = "not_found"    // the thing does not exist
+	ECONFLICT     = "conflict"     // a conditional write lost (someone else holds or changed it)
+	EUNAUTHORIZED = "unauthorized" // missing or unknown credentials
+	EFORBIDDEN    = "forbidden"    // known caller, not allowed to do this
+	ETOOLARGE     = "too_large"    // body or batch over a limit; permanent
+	ETHROTTLED    = "throttled"    // provider or limiter said slow down; retryable, honour RetryAfter
+	EUNAVAILABLE  = "unavailable"  // 5xx, timeout, connection error; retryable
+	EDEADADDRESS  = "dead_address" // token unregistered, mailbox gone: permanent, and clean the address up
+	EREJECTED     = "rejected"     // provider refused this message or address; permanent
+	ESUPPRESSED   = "suppressed"   // address is on the suppression list; permanent
+	// EAUTH: our credentials, account or balance were refused. Retryable here (an AWS call's
+	// expired or not-yet-propagated credentials recover), but a provider's EAUTH fails its
+	// delivery at once, reason provider_auth, and alerts operators (pipeline.providerAuthFailed).
+	EAUTH     = "provider_auth"
+	EINTERNAL = "internal" // anything unclassified; retryable so nothing is lost
 
 	// EKEYREUSED: an idempotency key already names a notification made from a different
 	// request; permanent (the caller must pick a new key). A conflict: HTTP 409.

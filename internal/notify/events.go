@@ -24,6 +24,11 @@ const (
 	// EventMessageDeadLettered: a stage failed permanently on a queue message and moved it to
 	// the queue's DLQ (see DeadLetterEvent).
 	EventMessageDeadLettered = "message_dead_lettered"
+	// EventProviderAuthFailed: a provider refused Herald's credentials, its account or its
+	// balance (EAUTH), and the deliveries it refused failed: nothing is sent through it until an
+	// operator acts. Emitted at most once a minute per provider by each process; Detail holds
+	// provider, code and error, and the count of refused deliveries is Recipients.
+	EventProviderAuthFailed = "provider_auth_failed"
 )
 
 // EventSource names Herald as the emitter of its operator events (EventBridge's source).
@@ -83,7 +88,7 @@ func (l LogEvents) Emit(ctx context.Context, e Event) error {
 		log = slog.Default()
 	}
 	msg, level := strings.ReplaceAll(e.Type, "_", " "), slog.LevelInfo
-	if e.Type == EventCampaignFailed {
+	if e.Type == EventCampaignFailed || e.Type == EventProviderAuthFailed {
 		level = slog.LevelError
 	}
 	attrs := []slog.Attr{slog.String("event", e.Type), slog.String("service", e.Service)}

@@ -97,6 +97,9 @@ type Pipeline struct {
 
 	cacheMu sync.Mutex
 	cache   map[string]cachedNotification
+
+	authMu      sync.Mutex
+	authAlerted map[notify.Provider]time.Time // when providerAuthFailed last emitted, per provider
 }
 
 type cachedNotification struct {

@@ -241,6 +241,37 @@ type outcome struct {
 	pending []verdictItem
 }
 
+// MetricProviderAuthFailed counts the deliveries a provider refused for Herald's credentials,
+// account or balance (dimension Provider, with the Env of the runtime's metrics).
+const MetricProviderAuthFailed = "ProviderAuthFailed"
+
+// authAlertEvery is how often one process tells operators that a provider refuses Herald's
+// credentials: each refusal fails its deliveries, the alert says so once a minute.
+const authAlertEvery = time.Minute
+
+// providerAuthFailed counts refused deliveries (metric ProviderAuthFailed, dimension Provider)
+// and emits EventProviderAuthFailed, at most once per provider per authAlertEvery.
+func (p *Pipeline) providerAuthFailed(ctx context.Context, n *notify.Notification, prov notify.Provider, err error, refused int) {
+	p.metric(ctx, MetricProviderAuthFailed, refused, map[string]string{"Provider": string(prov)})
+	now := p.clock.Now()
+	p.authMu.Lock()
+	last, seen := p.authAlerted[prov]
+	due := !seen || now.Sub(last) >= authAlertEvery
+	if due {
+		if p.authAlerted == nil {
+			p.authAlerted = map[notify.Provider]time.Time{}
+		}
+		p.authAlerted[prov] = now
+	}
+	p.authMu.Unlock()
+	if !due {
+		return
+	}
+	p.log.ErrorContext(ctx, "provider refused herald's credentials", "provider", prov, "error", notify.ErrorMessage(err), "deliveries", refused)
+	p.emit(ctx, notify.Event{Type: notify.EventProviderAuthFailed, Time: now, Service: n.Service, NotificationID: n.ID,
+		Recipients: refused, Detail: map[string]any{"provider": string(prov), "code": notify.ErrorCode(err), "error": notify.ErrorMessage(err)}})
+}
+
 // deliver sends items through sender and classifies each result by the one retry table:
 // accepted, retry (while attempt(id) is under MaxAttempts), or a terminal failure with its
 // reason, dead tokens and addresses going to cleanup.
@@ -280,6 +311,13 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 
 	now := p.clock.Now()
 	o := outcome{updates: make([]notify.DeliveryUpdate, 0, len(results)), reasons: map[string]int{}}
+	var authErr error
+	refused := 0
+	defer func() {
+		if authErr != nil {
+			p.providerAuthFailed(ctx, n, sm.Provider, authErr, refused)
+		}
+	}()
 	for i, r := range results {
 		it := byID.find(i, r.DeliveryID)
 		u := notify.DeliveryUpdate{ID: r.DeliveryID, ProviderMessageID: r.ProviderMessageID, At: now}
@@ -291,6 +329,15 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 		case r.Err == nil:
 			u.Status = notify.DeliverySent
 			o.sent++
+		case code == notify.EAUTH:
+			// The provider refused our credentials, account or balance: the next attempt
+			// would be refused the same way until an operator acts, so the delivery fails now
+			// and operators hear of it (providerAuthFailed), not after eight retries.
+			u.Status, u.Reason, u.Detail = notify.DeliveryFailed, notify.ReasonProviderAuth, notify.ErrorMessage(r.Err)
+			if authErr == nil {
+				authErr = r.Err
+			}
+			refused++
 		case notify.IsRetryable(r.Err) && attempt(r.DeliveryID) < p.cfg.MaxAttempts:
 			wait := notify.Backoff(attempt(r.DeliveryID), p.cfg.RetryBase, p.cfg.RetryMax, notify.RetryAfter(r.Err))
 			if expires && !now.Add(wait).Before(expiresAt) {

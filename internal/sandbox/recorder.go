@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -41,6 +42,9 @@ func NewRecorder(path string) (*Recorder, error) {
 	if path == "" {
 		return r, nil
 	}
+	if err := dropTornTail(path); err != nil {
+		return nil, fmt.Errorf("sandbox record file: %w", err)
+	}
 	if f, err := os.Open(path); err == nil {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -59,6 +63,44 @@ func NewRecorder(path string) (*Recorder, error) {
 	}
 	r.f = f
 	return r, nil
+}
+
+// dropTornTail cuts a last line that a kill left half-written (no newline at the end of the
+// file) off path, so the next record starts on a line of its own instead of being glued to the
+// torn one — where a later load could read neither. The torn record was never acknowledged:
+// Add returns only after its whole line is written.
+func dropTornTail(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return err
+	}
+	buf := make([]byte, 64<<10)
+	end := st.Size()
+	for pos := end; pos > 0; {
+		n := int64(len(buf))
+		if pos < n {
+			n = pos
+		}
+		pos -= n
+		if _, err := f.ReadAt(buf[:n], pos); err != nil {
+			return err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			if cut := pos + int64(i) + 1; cut != end {
+				return f.Truncate(cut)
+			}
+			return nil
+		}
+	}
+	return f.Truncate(0) // one torn line and nothing else
 }
 
 // Add records d, assigning its Seq and At.

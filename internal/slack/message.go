@@ -54,7 +54,7 @@ type Options struct {
 // Posted reports whether events of type t are posted under o.
 func (o Options) Posted(t string) bool {
 	switch t {
-	case notify.EventMessageDeadLettered, notify.EventLargeSendStarted, notify.EventCampaignFailed:
+	case notify.EventMessageDeadLettered, notify.EventLargeSendStarted, notify.EventCampaignFailed, notify.EventProviderAuthFailed:
 		return true
 	case notify.EventCampaignFinished:
 		return o.CampaignFinished
@@ -67,6 +67,9 @@ func (o Options) Posted(t string) bool {
 func Key(e notify.Event) string {
 	if e.Type == notify.EventMessageDeadLettered {
 		return e.Type + ":" + detail(e, "queue")
+	}
+	if e.Type == notify.EventProviderAuthFailed {
+		return e.Type + ":" + detail(e, "provider")
 	}
 	if e.CampaignID != "" {
 		return e.Type + ":campaign:" + e.CampaignID
@@ -119,6 +122,12 @@ func Build(e notify.Event, o Options, folded int) (m Message, ok bool) {
 		head = fmt.Sprintf(":x: Campaign `%s` failed: %s", esc(e.CampaignID), esc(detail(e, "error")))
 		field("Error code", esc(detail(e, "code")))
 		field("Dispatched", fmt.Sprint(e.Recipients))
+	case notify.EventProviderAuthFailed:
+		head = fmt.Sprintf(":no_entry: %s refuses Herald's credentials, account or balance: %s", esc(detail(e, "provider")), esc(detail(e, "error")))
+		field("Provider", esc(detail(e, "provider")))
+		field("Deliveries failed", fmt.Sprint(e.Recipients))
+		field("Notification", esc(e.NotificationID))
+		body = append(body, Block{Type: "context", Elements: []Text{mrkdwn("Nothing goes out through this provider until its credentials, account or balance are fixed; the failed deliveries are not retried.")}})
 	case notify.EventCampaignFinished:
 		head = fmt.Sprintf(":white_check_mark: Campaign `%s` finished: %d recipients", esc(e.CampaignID), e.Recipients)
 		field("Chunks", esc(detail(e, "chunks")))
