@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -229,6 +230,10 @@ func TestCreateCampaignValidation(t *testing.T) {
 		{"bad category", with("category", "spam"), "category"},
 		{"negative rate", with("max_rate", -1), "max_rate"},
 		{"bad quiet hours", with("quiet_hours", map[string]any{"enabled": true, "start": "25:00", "end": "08:00"}), "quiet_hours.start"},
+		{"bad quiet hours without enabled", with("quiet_hours", map[string]any{"start": "9pm"}), "quiet_hours.start"},
+		{"bad quiet hours, disabled", with("quiet_hours", map[string]any{"enabled": false, "end": "24:30"}), "quiet_hours.end"},
+		{"bad quiet hours zone", with("quiet_hours", map[string]any{"time_zone": "Asia/Nowhere"}), "quiet_hours.time_zone"},
+		{"unknown quiet hours key", with("quiet_hours", map[string]any{"enable": false}), "quiet_hours"},
 		{"send_at too far", with("send_at", e.clock.Now().Add(400*24*time.Hour).Format(time.RFC3339)), "send_at"},
 		{"send_at not a time", with("send_at", "soon"), "send_at"},
 		{"unknown field", with("recipients", []string{"u1"}), "recipients"},
@@ -319,4 +324,35 @@ func TestCampaignRescheduleAndDelete(t *testing.T) {
 	// A canceled campaign can no longer be moved.
 	wantError(t, e.do(t, "PATCH", "/v1/campaigns/"+acc.ID, ordersKey, map[string]any{"send_at": later.Add(time.Hour).Format(time.RFC3339)}),
 		http.StatusConflict, notify.ECONFLICT, "")
+}
+
+// TestQuietHoursGivenAreEnabled: a marketing campaign's quiet_hours given without "enabled"
+// hold — a window meant to keep ads from the night is never stored disabled — with the law's
+// bounds where one is left out; only "enabled": false turns them off.
+func TestQuietHoursGivenAreEnabled(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withCampaigns())
+	for i, c := range []struct {
+		quiet   map[string]any
+		enabled bool
+		start   string
+		end     string
+	}{
+		{map[string]any{"start": "22:00", "end": "07:00"}, true, "22:00", "07:00"},
+		{map[string]any{"time_zone": "Asia/Tokyo"}, true, "21:00", "08:00"},
+		{map[string]any{"enabled": false}, false, "", ""},
+	} {
+		b := campaignBody()
+		b["category"] = "marketing"
+		b["idempotency_key"] = fmt.Sprintf("quiet-%d", i)
+		b["quiet_hours"] = c.quiet
+		rec := e.do(t, "POST", "/v1/campaigns", ordersKey, b)
+		wantStatus(t, rec, http.StatusAccepted)
+		id := decodeBody[map[string]any](t, rec)["id"].(string)
+		got := decodeBody[map[string]any](t, e.do(t, "GET", "/v1/campaigns/"+id, ordersKey, nil))
+		q, _ := got["quiet_hours"].(map[string]any)
+		if q["enabled"] != c.enabled || c.enabled && (q["start"] != c.start || q["end"] != c.end) {
+			t.Errorf("quiet_hours %v read back %v, want enabled %v %s–%s", c.quiet, q, c.enabled, c.start, c.end)
+		}
+	}
 }

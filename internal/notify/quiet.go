@@ -1,6 +1,8 @@
 package notify
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -32,9 +34,49 @@ func DefaultQuietHours() QuietHours {
 	return QuietHours{Enabled: true, Start: "21:00", End: "08:00", TimeZone: DefaultTimeZone}
 }
 
-// Validate reports every problem with the policy as EINVALID errors naming the field.
+// UnmarshalJSON reads a policy as a caller writes it: given at all, it holds unless it says
+// "enabled": false — {"start": "22:00"} is a window, never a silently disabled one — and a start
+// or end left out is the law's (21:00, 08:00). Unknown keys are refused, naming the key.
+func (q *QuietHours) UnmarshalJSON(b []byte) error {
+	type plain QuietHours
+	p := plain{Enabled: true}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return FieldError("quiet_hours", "%v", err)
+	}
+	if p.Enabled {
+		d := DefaultQuietHours()
+		if p.Start == "" {
+			p.Start = d.Start
+		}
+		if p.End == "" {
+			p.End = d.End
+		}
+	}
+	*q = QuietHours(p)
+	return nil
+}
+
+// Validate reports every problem with the policy as EINVALID errors naming the field. What a
+// disabled policy gives is checked too: a typo there would come back when it is enabled.
 func (q QuietHours) Validate() error {
 	if !q.Enabled {
+		if q.Start != "" {
+			if _, err := parseClock(q.Start); err != nil {
+				return FieldError("quiet_hours.start", "%v", err)
+			}
+		}
+		if q.End != "" {
+			if _, err := parseClock(q.End); err != nil {
+				return FieldError("quiet_hours.end", "%v", err)
+			}
+		}
+		if q.TimeZone != "" && q.TimeZone != DefaultTimeZone {
+			if _, err := loadZone(q.TimeZone); err != nil {
+				return FieldError("quiet_hours.time_zone", "unknown time zone %q", q.TimeZone)
+			}
+		}
 		return nil
 	}
 	if _, err := parseClock(q.Start); err != nil {
