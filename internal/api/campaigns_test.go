@@ -233,7 +233,7 @@ func TestCreateCampaignValidation(t *testing.T) {
 		{"bad quiet hours without enabled", with("quiet_hours", map[string]any{"start": "9pm"}), "quiet_hours.start"},
 		{"bad quiet hours, disabled", with("quiet_hours", map[string]any{"enabled": false, "end": "24:30"}), "quiet_hours.end"},
 		{"bad quiet hours zone", with("quiet_hours", map[string]any{"time_zone": "Asia/Nowhere"}), "quiet_hours.time_zone"},
-		{"unknown quiet hours key", with("quiet_hours", map[string]any{"enable": false}), "quiet_hours"},
+		{"unknown quiet hours key", with("quiet_hours", map[string]any{"enable": false}), "quiet_hours.enable"},
 		{"send_at too far", with("send_at", e.clock.Now().Add(400*24*time.Hour).Format(time.RFC3339)), "send_at"},
 		{"send_at not a time", with("send_at", "soon"), "send_at"},
 		{"unknown field", with("recipients", []string{"u1"}), "recipients"},

@@ -421,6 +421,17 @@ func decodeError(err error, raw []byte, t reflect.Type) error {
 	if f.unknown {
 		return notify.FieldError(f.path, "unknown field %q", lastKey(f.path))
 	}
+	// A type that reads itself (notify.QuietHours) names its own problem, relative to itself.
+	var ne *notify.Error
+	if errors.As(f.err, &ne) && ne.Code == notify.EINVALID {
+		path := f.path
+		if ne.Field != "" && path != "" {
+			path += "." + ne.Field
+		} else if ne.Field != "" {
+			path = ne.Field
+		}
+		return notify.FieldError(path, "%s", ne.Message)
+	}
 	want := jsonKind(f.typ)
 	if deref(f.typ) == reflect.TypeFor[time.Time]() {
 		want += " (e.g. 2026-05-01T10:00:00+09:00)"

@@ -217,6 +217,8 @@ func TestSendByTemplateErrors(t *testing.T) {
 		{"neither", neither, "content"},
 		{"locale without content or default", withLocale, "locale"},
 		{"unknown field in template", templateSend(map[string]any{"name": "shipped", "vars": data}), "template.vars"},
+		{"version 0", templateSend(map[string]any{"name": "shipped", "version": 0, "data": data}), "template.version"},
+		{"negative version", templateSend(map[string]any{"name": "shipped", "version": -2, "data": data}), "template.version"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -36,14 +35,24 @@ func DefaultQuietHours() QuietHours {
 
 // UnmarshalJSON reads a policy as a caller writes it: given at all, it holds unless it says
 // "enabled": false — {"start": "22:00"} is a window, never a silently disabled one — and a start
-// or end left out is the law's (21:00, 08:00). Unknown keys are refused, naming the key.
+// or end left out is the law's (21:00, 08:00). Unknown keys are refused, naming the key (a
+// field relative to the policy: the decoder that called this knows where the policy is).
 func (q *QuietHours) UnmarshalJSON(b []byte) error {
 	type plain QuietHours
 	p := plain{Enabled: true}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return FieldError("quiet_hours", "%v", err)
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return err
+	}
+	for k := range keys {
+		switch k {
+		case "enabled", "start", "end", "time_zone":
+		default:
+			return FieldError(k, "unknown field %q (keys: enabled, start, end, time_zone)", k)
+		}
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
 	}
 	if p.Enabled {
 		d := DefaultQuietHours()

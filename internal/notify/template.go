@@ -450,6 +450,37 @@ type TemplateRef struct {
 	Data    map[string]any `json:"data,omitempty"`
 }
 
+// UnmarshalJSON reads a TemplateRef, refusing a version written as 0 or less: leaving it out
+// means the latest, and a 0 written out would otherwise send the latest silently. Unknown keys
+// are refused, each naming its key (fields relative to the reference).
+func (r *TemplateRef) UnmarshalJSON(b []byte) error {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return err
+	}
+	for k := range keys {
+		if k != "name" && k != "version" && k != "data" {
+			return FieldError(k, "unknown field %q (keys: name, version, data)", k)
+		}
+	}
+	var raw struct {
+		Name    string         `json:"name"`
+		Version *int           `json:"version"`
+		Data    map[string]any `json:"data"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if raw.Version != nil && *raw.Version < 1 {
+		return FieldError("version", "a version is 1 or more (leave it out for the latest)")
+	}
+	*r = TemplateRef{Name: raw.Name, Data: raw.Data}
+	if raw.Version != nil {
+		r.Version = *raw.Version
+	}
+	return nil
+}
+
 // IsZero reports whether c has nothing in it.
 func (c Content) IsZero() bool {
 	return c.Title == "" && c.Body == "" && c.HTML == "" && c.Link == "" && c.ImageURL == "" && len(c.Data) == 0
