@@ -79,14 +79,17 @@ func messageIDOK(id string) bool {
 
 // listResponse is the part of the list answer Herald reads.
 type listResponse struct {
-	MessageList map[string]listedMessage `json:"messageList"`
+	MessageList map[string]json.RawMessage `json:"messageList"`
 }
 
+// listedMessage is one entry of the list. Its "to" is a string or, for a message sent to
+// several numbers, an array (Solapi's documents show both): Herald keys on messageId and does
+// not read it, so either shape is taken.
 type listedMessage struct {
-	MessageID  string  `json:"messageId"`
-	To         string  `json:"to"`
-	StatusCode string  `json:"statusCode"`
-	Reason     *string `json:"reason"`
+	MessageID  string          `json:"messageId"`
+	To         json.RawMessage `json:"to"`
+	StatusCode string          `json:"statusCode"`
+	Reason     *string         `json:"reason"`
 }
 
 // ListedStatus is one message's status as the list reports it.
@@ -98,7 +101,9 @@ type ListedStatus struct {
 
 // ParseList reads a list answer into the status of each listed message, keyed by message id
 // (the messageId field, else the map key). A body that is not the list's JSON is an error: the
-// caller cannot tell the verdicts apart, and asks again later.
+// caller cannot tell the verdicts apart, and asks again later. One entry that does not read is
+// left out alone — its message reads as not listed yet, so its verdict is asked again — and the
+// others keep theirs.
 func ParseList(raw []byte) (map[string]ListedStatus, error) {
 	var out listResponse
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -109,7 +114,11 @@ func ParseList(raw []byte) (map[string]ListedStatus, error) {
 		return nil, fmt.Errorf("alimtalk list: the answer has no messageList")
 	}
 	got := make(map[string]ListedStatus, len(out.MessageList))
-	for key, m := range out.MessageList {
+	for key, entry := range out.MessageList {
+		var m listedMessage
+		if json.Unmarshal(entry, &m) != nil {
+			continue
+		}
 		id := m.MessageID
 		if id == "" {
 			id = key

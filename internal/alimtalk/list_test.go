@@ -121,3 +121,26 @@ func listedTo(raw []byte, id string) string {
 	s = s[j+len(`"to": "`):]
 	return s[:strings.Index(s, `"`)]
 }
+
+// TestParseListTakesToAsStringOrArray: Solapi's list answers "to" as a string or an array, and
+// one entry that does not read leaves the others' statuses alone.
+func TestParseListTakesToAsStringOrArray(t *testing.T) {
+	raw := []byte(`{"messageList":{
+		"M4V1":{"messageId":"M4V1","to":"01012345678","statusCode":"4000"},
+		"M4V2":{"messageId":"M4V2","to":["01012345678","01098765432"],"statusCode":"3104","reason":"카카오톡 미사용자"},
+		"M4V3":{"messageId":"M4V3","to":"01011112222","statusCode":4000},
+		"M4V4":"not an entry"}}`)
+	got, err := ParseList(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["M4V1"].StatusCode != "4000" || got["M4V2"].StatusCode != "3104" || got["M4V2"].Reason != "카카오톡 미사용자" {
+		t.Fatalf("parsed %+v", got)
+	}
+	if _, ok := got["M4V3"]; ok {
+		t.Errorf("an entry with a numeric statusCode read as %+v; want it left out (asked again)", got["M4V3"])
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d entries, want the 2 that read", len(got))
+	}
+}
