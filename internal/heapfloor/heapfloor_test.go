@@ -84,8 +84,11 @@ func TestKeepCollectsLessAndStopRestores(t *testing.T) {
 		}
 	}
 	t.Logf("collections for 512 MB of garbage: %d without a floor, %d with 128 MB", without, with)
-	if with < 2 || with > 8 || with*4 > without {
-		t.Errorf("with a 128 MB floor 512 MB of garbage took %d collections (%d without); want 2 to 8 (the floor, not more) and at most a quarter", with, without)
+	// 2 to 8 is the floor's own bound (512 MB over 128 MB is 4 cycles). The ratio to the
+	// baseline is checked only when the baseline is one a quiet machine gives (32 or more): a
+	// busy one shortened it to 15 once, and 5 collections with the floor then read as a failure.
+	if with < 2 || with > 8 || without >= 32 && with*4 > without {
+		t.Errorf("with a 128 MB floor 512 MB of garbage took %d collections (%d without); want 2 to 8 (the floor, not more) and, against a full baseline, at most a quarter", with, without)
 	}
 
 	stop()
