@@ -150,7 +150,23 @@ func queryTime(r *http.Request, name string) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, notify.FieldError(name, "must be an RFC 3339 time, e.g. 2026-12-01T09:00:00Z")
 	}
-	return t, nil
+	return t, checkYear(name, t)
+}
+
+// Dates a filter may name: a time outside them is a mistake (or an attempt to overflow what the
+// stores compare in nanoseconds, which ends in 2262), never a filter that silently matches
+// nothing.
+var (
+	earliestFilterTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	latestFilterTime   = time.Date(2101, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// checkYear refuses a time outside 2000–2100, naming the field.
+func checkYear(name string, t time.Time) error {
+	if t.Before(earliestFilterTime) || !t.Before(latestFilterTime) {
+		return notify.FieldError(name, "%s is outside 2000–2100", t.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // timeParam renders an optional time for an audit entry's params ("" for none).

@@ -123,6 +123,11 @@ func TestAuditRouteRefusals(t *testing.T) {
 	wantError(t, e.do(t, "GET", "/v1/admin/audit?from=yesterday", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "from")
 	wantError(t, e.do(t, "GET", "/v1/admin/audit?from=2026-12-02T00:00:00Z&to=2026-12-01T00:00:00Z", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "to")
 	wantError(t, e.do(t, "GET", "/v1/admin/audit?limit=201", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "limit")
+	// Dates outside 2000–2100 are a mistake, never a filter that silently matches nothing (the
+	// stores' nanoseconds end in 2262).
+	wantError(t, e.do(t, "GET", "/v1/admin/audit?to=9999-12-31T23:59:59Z", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "to")
+	wantError(t, e.do(t, "GET", "/v1/admin/audit?from=1970-01-01T00:00:00Z", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "from")
+	wantStatus(t, e.do(t, "GET", "/v1/admin/audit?from=2000-01-01T00:00:00Z&to=2100-12-31T23:59:59Z", ordersKey, nil), http.StatusOK)
 	wantError(t, e.do(t, "GET", "/v1/admin/audit?target_id=a%20b", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "target_id")
 	// No route changes the log.
 	for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {

@@ -104,6 +104,16 @@ func (q *exportRequest) validate() (notify.ExportFilter, error) {
 		filterParam{"status", q.Status}, filterParam{"channel", q.Channel}, filterParam{"reason", q.Reason}, filterParam{"action", q.Action}); err != nil {
 		return f, err
 	}
+	for _, t := range []struct {
+		name string
+		at   *time.Time
+	}{{"from", q.From}, {"to", q.To}} {
+		if t.at != nil {
+			if err := checkYear(t.name, *t.at); err != nil {
+				return f, err
+			}
+		}
+	}
 	if q.From != nil && q.To != nil && !q.From.Before(*q.To) {
 		return f, notify.FieldError("to", "must be after from")
 	}

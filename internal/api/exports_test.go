@@ -164,6 +164,8 @@ func TestExportKindsAndFilters(t *testing.T) {
 		{map[string]any{"kind": "suppressions", "unmasked": true}, "unmasked"},
 		{map[string]any{"kind": "notifications", "unmasked": true}, "unmasked"},
 		{map[string]any{"kind": "suppressions", "from": "2030-02-01T00:00:00Z", "to": "2030-01-01T00:00:00Z"}, "to"},
+		{map[string]any{"kind": "suppressions", "to": "9999-12-31T23:59:59Z"}, "to"},
+		{map[string]any{"kind": "suppressions", "from": "1969-12-31T00:00:00Z"}, "from"},
 		{map[string]any{"kind": "audit", "reason": "x"}, "reason"},
 		{map[string]any{"kind": "deliveries", "notification_id": "n_1", "action": "export.create"}, "action"},
 	} {
