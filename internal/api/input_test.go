@@ -79,6 +79,19 @@ func TestServerLevelErrorsAreJSON(t *testing.T) {
 	resp, body = rawResponse(t, addr, "GET /v1/users/../notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+ordersKey+"\r\n\r\n")
 	wantJSONError(t, resp, body, 400, notify.EINVALID)
 
+	// Dot segments written as escapes are refused like literal ones.
+	for _, p := range []string{"/v1/users/%2e%2e/notifications", "/v1/users/u1/%2E/inbox", "/v1/users/u1/inbox/%2e"} {
+		resp, body = rawResponse(t, addr, "GET "+p+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+ordersKey+"\r\n\r\n")
+		if d := wantJSONError(t, resp, body, 400, notify.EINVALID); d.Field != "path" {
+			t.Errorf("%s: field %q, want path", p, d.Field)
+		}
+	}
+	// A malformed escape in the query is a 400 naming the parameter, not a filter dropped.
+	resp, body = rawResponse(t, addr, "GET /v1/admin/audit?action=%zz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+ordersKey+"\r\n\r\n")
+	if d := wantJSONError(t, resp, body, 400, notify.EINVALID); d.Field != "action" {
+		t.Errorf("a malformed query escape: field %q, want action", d.Field)
+	}
+
 	resp, body = rawResponse(t, addr, "GET /healthz HTTP/1.1\r\n\r\n") // no Host
 	if d := wantJSONError(t, resp, body, 400, notify.EINVALID); !strings.Contains(d.Message, "Host") {
 		t.Fatalf("message %q does not say what was wrong", d.Message)

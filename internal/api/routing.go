@@ -50,5 +50,34 @@ func (s *server) refuseMalformed(w http.ResponseWriter, r *http.Request) bool {
 		s.writeError(w, r, notify.FieldError("path", "the path has empty, \".\" or \"..\" segments; send the canonical path %s", clean))
 		return true
 	}
+	// The same segments written as escapes (%2e%2e) decode to what the check above refuses.
+	for _, seg := range strings.Split(r.URL.Path, "/") {
+		if seg == "." || seg == ".." {
+			s.writeError(w, r, notify.FieldError("path", "the path has an encoded \".\" or \"..\" segment"))
+			return true
+		}
+	}
+	// A malformed escape in the query would be dropped silently by r.URL.Query(): the filter
+	// it was meant to be would not apply. Refused, naming the parameter.
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		s.writeError(w, r, notify.FieldError(malformedQueryKey(r.URL.RawQuery), "malformed percent-escape or separator in the query: %v", err))
+		return true
+	}
 	return false
+}
+
+// malformedQueryKey names the first query parameter that does not unescape ("query" when even
+// its name does not).
+func malformedQueryKey(raw string) string {
+	for _, part := range strings.Split(raw, "&") {
+		k, v, _ := strings.Cut(part, "=")
+		key, kerr := url.QueryUnescape(k)
+		if kerr != nil || strings.Contains(k, ";") {
+			return "query"
+		}
+		if _, err := url.QueryUnescape(v); err != nil {
+			return key
+		}
+	}
+	return "query"
 }
