@@ -68,6 +68,11 @@ func (a *Alerts) Handle(ctx context.Context, ev events.EventBridgeEvent) error {
 	if err := json.Unmarshal(ev.Detail, &e); err != nil || e.Type == "" {
 		return notify.Errorf(notify.EINVALID, "alerts: the detail of %q is not an operator event", ev.DetailType)
 	}
+	// Herald puts each event under its own title (eventbus): a detail under another
+	// detail-type is not one Herald emitted, and is refused rather than posted as what it says.
+	if ev.DetailType != notify.EventTitle(e.Type) {
+		return notify.Errorf(notify.EINVALID, "alerts: a %s detail under detail-type %q (want %q)", e.Type, ev.DetailType, notify.EventTitle(e.Type))
+	}
 	if !a.Options.Posted(e.Type) {
 		a.Log.InfoContext(ctx, "operator event not posted", "event", e.Type)
 		return nil

@@ -116,6 +116,19 @@ func TestAlertsHandler(t *testing.T) {
 		}
 	}
 
+	mu.Lock()
+	before := len(posts)
+	mu.Unlock()
+	wrong := ev
+	wrong.DetailType = "Campaign Finished" // a dead-letter detail under another title
+	if err := a.Handle(t.Context(), wrong); !notify.IsCode(err, notify.EINVALID) {
+		t.Fatalf("a detail under another detail-type: %v, want invalid", err)
+	}
+	mu.Lock()
+	if len(posts) != before {
+		t.Fatalf("a detail under another detail-type was posted")
+	}
+	mu.Unlock()
 	ev.Source = "aws.s3"
 	if err := a.Handle(t.Context(), ev); !notify.IsCode(err, notify.EINVALID) {
 		t.Fatalf("an event from elsewhere: %v, want invalid", err)
