@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"herald/internal/notify"
@@ -16,8 +18,8 @@ func (p *Pipeline) Cleanup() Handler {
 }
 
 func (p *Pipeline) cleanupOne(ctx context.Context, m notify.Message) error {
-	var cm cleanupMsg
-	if err := decode(m.Body, &cm); err != nil {
+	cm, err := decodeCleanup(m.Body)
+	if err != nil {
 		return err
 	}
 	removed := 0
@@ -37,6 +39,36 @@ func (p *Pipeline) cleanupOne(ctx context.Context, m notify.Message) error {
 	}
 	p.log.InfoContext(ctx, "cleanup", "dead_tokens", len(cm.DeadTokens), "devices_removed", removed, "suppressed", len(cm.Suppress))
 	return nil
+}
+
+// decodeCleanup reads a cleanup message strictly: the send stage writes one only with dead
+// tokens or addresses to suppress, so anything else — null, {}, an S3 or SNS envelope, an
+// unknown key, an entry without its token or address — is refused (dead-lettered with its
+// reason), never acknowledged as work done.
+func decodeCleanup(body []byte) (cleanupMsg, error) {
+	var cm cleanupMsg
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cm); err != nil {
+		return cm, notify.Wrap(notify.EINVALID, err, "cleanup: body is not a cleanup message")
+	}
+	if dec.More() {
+		return cm, notify.Errorf(notify.EINVALID, "cleanup: trailing data after the message")
+	}
+	if len(cm.DeadTokens)+len(cm.Suppress) == 0 {
+		return cm, notify.Errorf(notify.EINVALID, "cleanup: the message names no dead token and no address to suppress")
+	}
+	for i, t := range cm.DeadTokens {
+		if t.Token == "" {
+			return cm, notify.FieldError(fmt.Sprintf("dead_tokens[%d].token", i), "required")
+		}
+	}
+	for i, s := range cm.Suppress {
+		if s.Address == "" || !s.Channel.Valid() {
+			return cm, notify.FieldError(fmt.Sprintf("suppress[%d]", i), "needs a channel and an address")
+		}
+	}
+	return cm, nil
 }
 
 func (p *Pipeline) suppress(ctx context.Context, ch notify.Channel, address, reason string) error {

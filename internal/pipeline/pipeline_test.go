@@ -157,3 +157,26 @@ func TestCleanupKeepsReRegisteredTokens(t *testing.T) {
 		t.Fatalf("devices = %+v, want only the token registered after the send", devs["u"])
 	}
 }
+
+// TestCleanupRefusesWhatIsNotACleanup: a body the send stage never writes — null, {}, another
+// service's envelope, an unknown key, an entry without its token or address — is refused
+// (permanent, so dead-lettered with its reason), never acknowledged as zero work.
+func TestCleanupRefusesWhatIsNotACleanup(t *testing.T) {
+	t.Parallel()
+	p, _ := setup(t)
+	for _, body := range []string{
+		`null`, `{}`, `[]`, `"x"`,
+		`{"Records":[{"eventSource":"aws:s3"}]}`,
+		`{"Type":"Notification","Message":"{}"}`,
+		`{"dead_tokens":[{"token":""}]}`,
+		`{"suppress":[{"channel":"email"}]}`,
+		`{"suppress":[{"channel":"fax","address":"x"}]}`,
+		`{"dead_tokens":[{"token":"t1"}],"extra":1}`,
+		`{"dead_tokens":[{"token":"t1"}]}{"dead_tokens":[]}`,
+	} {
+		f := p.Cleanup()(t.Context(), []notify.Message{{ID: "1", Body: []byte(body)}})
+		if len(f) != 1 || notify.IsRetryable(f[0].Err) {
+			t.Errorf("cleanup of %s: %+v, want one permanent failure", body, f)
+		}
+	}
+}
