@@ -82,14 +82,20 @@ var codes = map[string]string{
 }
 
 // ObjectsCreated reads an S3 event notification (an SQS message body) for bucket and returns
-// the objects it says were created. S3's test event, sent once when the notification is
-// configured, has none. EINVALID for a body that is not an S3 event notification, an event for
-// another bucket, or a key that is not URL-encoded.
+// the objects it says were created. S3's test event for bucket, sent once when the
+// notification is configured, has none. EINVALID — dead-lettered with its reason, never
+// acknowledged as nothing to do — for a body that is not an S3 event notification, a test event
+// or a record of another bucket, a record of another kind than ObjectCreated (the bucket sends
+// only those), or a key that is not URL-encoded.
 func ObjectsCreated(body []byte, bucket string) ([]audience.Object, error) {
 	var probe struct {
-		Event string `json:"Event"`
+		Event  string `json:"Event"`
+		Bucket string `json:"Bucket"`
 	}
 	if json.Unmarshal(body, &probe) == nil && probe.Event == "s3:TestEvent" {
+		if probe.Bucket != bucket {
+			return nil, notify.Errorf(notify.EINVALID, "S3 test event for bucket %q; this function imports from %q only", probe.Bucket, bucket)
+		}
 		return nil, nil
 	}
 	var ev events.S3Event
@@ -98,13 +104,13 @@ func ObjectsCreated(body []byte, bucket string) ([]audience.Object, error) {
 	}
 	var out []audience.Object
 	for _, r := range ev.Records {
-		if !strings.HasPrefix(r.EventName, "ObjectCreated:") {
-			continue
-		}
-		o := r.S3.Object
 		if r.S3.Bucket.Name != bucket {
 			return nil, notify.Errorf(notify.EINVALID, "event for bucket %q; this function imports from %q only", r.S3.Bucket.Name, bucket)
 		}
+		if !strings.HasPrefix(r.EventName, "ObjectCreated:") {
+			return nil, notify.Errorf(notify.EINVALID, "a %q event; the lists bucket notifies ObjectCreated only", r.EventName)
+		}
+		o := r.S3.Object
 		key, err := url.QueryUnescape(o.Key) // S3 event keys are URL-encoded, spaces as +
 		if err != nil {
 			return nil, notify.Errorf(notify.EINVALID, "object key %q is not URL-encoded", o.Key)
