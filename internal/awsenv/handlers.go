@@ -2,6 +2,7 @@ package awsenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -89,7 +90,33 @@ func (e *Env) APIHandler(campaigns api.Campaigns) func(context.Context, events.A
 		Campaigns: campaigns, Scheduler: e.Scheduler, Apps: e.Config.ProviderApps(), CursorKey: e.CursorKey,
 		VAPIDPublicKey: e.Config.Providers.WebPush.VAPIDPublicKey, Routes: api.ServiceRoutes, Audit: e.Store, RequestID: gatewayRequestID,
 		InboxEvents: e.InboxEvents})
-	return httpadapter.NewV2(http.Handler(h)).ProxyWithContext
+	return gatewayHandler(h)
+}
+
+// gatewayHandler serves h to API Gateway HTTP API (payload 2.0) events. An event that is not
+// one — no method or no path — fails the invocation: it is no request to answer. A request the
+// adapter cannot turn into an http.Request (a body that is not the base64 it says, a path with
+// a malformed escape) is a 400 in the API's error shape, not a failed invocation that API
+// Gateway would turn into a 500.
+func gatewayHandler(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	proxy := httpadapter.NewV2(h).ProxyWithContext
+	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		if req.RequestContext.HTTP.Method == "" || req.RawPath == "" && req.RequestContext.HTTP.Path == "" {
+			return events.APIGatewayV2HTTPResponse{}, notify.Errorf(notify.EINVALID, "not an API Gateway HTTP API request (no method or path)")
+		}
+		resp, err := proxy(ctx, req)
+		if err != nil {
+			field := "path"
+			if req.IsBase64Encoded && strings.Contains(strings.ToLower(err.Error()), "base64") {
+				field = "body"
+			}
+			b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": notify.EINVALID, "field": field,
+				"message": "the request cannot be read: " + err.Error()}})
+			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusBadRequest, Body: string(b),
+				Headers: map[string]string{"Content-Type": "application/json"}}, nil
+		}
+		return resp, nil
+	}
 }
 
 // AdminHandler serves the operator routes (/v1/admin/…: queue depths, dead letters, redrive,
@@ -107,8 +134,7 @@ func (e *Env) AdminHandler(campaigns api.Campaigns) func(context.Context, events
 		// rather than take the other operator routes down with it.
 		e.Log.Error("exports are not available", "error", err.Error())
 	}
-	h := api.New(o)
-	return httpadapter.NewV2(http.Handler(h)).ProxyWithContext
+	return gatewayHandler(api.New(o))
 }
 
 // StartSQS is a stage function's main: load the environment and serve SQS batches with the
