@@ -195,7 +195,7 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 	e.Pipeline = pipeline.New(pipeline.Deps{Store: e.Store, Queue: e.Queue, Senders: senders, Limiter: limiter, Logger: log,
 		Metrics: metrics, Events: e.Events, InboxEvents: e.InboxEvents},
 		pipeline.Config{
-			MaxAttempts: cfg.Retry.MaxAttempts, RetryBase: cfg.Retry.Base.D(), RetryMax: cfg.Retry.Max.D(),
+			MaxAttempts: cfg.Retry.MaxAttempts, RetryBase: cfg.Retry.Base.D(), RetryMax: cfg.Retry.Max.D(), ProviderRetry: cfg.ProviderRetries(),
 			SendLease: cfg.Lanes["realtime"].Send.VisibilityTimeout.D(), InboxTTL: cfg.Inbox.TTL.D(),
 			QuietHours: cfg.QuietHoursPolicy(), AdPrefix: cfg.Marketing.AdPrefix,
 			AlimTalkFallback: cfg.Providers.AlimTalk.FallbackSMS(), ExpressMaxRecipients: cfg.ExpressMaxRecipients(),

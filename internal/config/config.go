@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -134,6 +135,33 @@ type Retry struct {
 	MaxAttempts int      `yaml:"max_attempts"`
 	Base        Duration `yaml:"base"`
 	Max         Duration `yaml:"max"`
+	// Providers overrides the policy per provider (fcm, apns, webpush, ses, twilio, alimtalk):
+	// max_retries after the first send, at delays (the last one again past the list). AlimTalk
+	// defaults to 3 retries at 1m, 5m and 15m; the others use max_attempts, base and max.
+	Providers map[string]ProviderRetry `yaml:"providers"`
+}
+
+// ProviderRetry is one provider's retries.
+type ProviderRetry struct {
+	MaxRetries int        `yaml:"max_retries"`
+	Delays     []Duration `yaml:"delays"`
+}
+
+// DefaultAlimTalkRetry is AlimTalk's policy unless retry.providers.alimtalk says otherwise: a
+// few retries spaced out, since a KakaoTalk message resent late is worse than one not resent.
+var DefaultAlimTalkRetry = ProviderRetry{MaxRetries: 3, Delays: []Duration{Duration(time.Minute), Duration(5 * time.Minute), Duration(15 * time.Minute)}}
+
+// ProviderRetries is retry.providers for pipeline.Config.ProviderRetry.
+func (c *Config) ProviderRetries() map[notify.Provider]notify.RetryPolicy {
+	out := map[notify.Provider]notify.RetryPolicy{}
+	for name, pr := range c.Retry.Providers {
+		rp := notify.RetryPolicy{MaxAttempts: pr.MaxRetries + 1}
+		for _, d := range pr.Delays {
+			rp.Delays = append(rp.Delays, d.D())
+		}
+		out[notify.Provider(name)] = rp
+	}
+	return out
 }
 
 // Providers configures each provider.
@@ -421,6 +449,12 @@ func (c *Config) ApplyDefaults() {
 	if c.Retry.Base == 0 {
 		c.Retry.Base = Duration(time.Second)
 	}
+	if _, ok := c.Retry.Providers[string(notify.ProviderAlimTalk)]; !ok {
+		if c.Retry.Providers == nil {
+			c.Retry.Providers = map[string]ProviderRetry{}
+		}
+		c.Retry.Providers[string(notify.ProviderAlimTalk)] = DefaultAlimTalkRetry
+	}
 	if c.Retry.Max == 0 {
 		c.Retry.Max = Duration(5 * time.Minute)
 	}
@@ -520,6 +554,23 @@ func (c *Config) Validate() error {
 			continue
 		}
 		cs.validate("stages."+name, bad)
+	}
+	for _, name := range SortedApps(c.Retry.Providers) {
+		pr, key := c.Retry.Providers[name], "retry.providers."+name
+		if !slices.Contains(notify.Providers, notify.Provider(name)) {
+			bad(key, "unknown provider (want one of fcm, apns, webpush, ses, twilio, alimtalk)")
+		}
+		if pr.MaxRetries < 0 || pr.MaxRetries > 49 {
+			bad(key+".max_retries", "%d is outside 0–49", pr.MaxRetries)
+		}
+		if pr.MaxRetries > 0 && len(pr.Delays) == 0 {
+			bad(key+".delays", "required when max_retries is above 0 (e.g. [1m, 5m, 15m])")
+		}
+		for i, d := range pr.Delays {
+			if d.D() < time.Second || d.D() > 15*time.Minute {
+				bad(fmt.Sprintf("%s.delays[%d]", key, i), "%s is outside 1s–15m (SQS delays a message 15 minutes at most)", d.D())
+			}
+		}
 	}
 	if c.Retry.MaxAttempts < 1 || c.Retry.MaxAttempts > 50 {
 		bad("retry.max_attempts", "%d is outside 1–50", c.Retry.MaxAttempts)

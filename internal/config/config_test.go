@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"herald/internal/notify"
 )
 
 func TestDevIsValid(t *testing.T) {
@@ -249,6 +251,44 @@ func TestServiceBatchingWindow(t *testing.T) {
 	for _, bad := range []string{"301s", "1500ms", "-1s"} {
 		if _, err := Parse([]byte(head + bad + "}]\n")); err == nil || !strings.Contains(err.Error(), "services[0].batching_window") {
 			t.Errorf("%s: %v, want a problem naming services[0].batching_window", bad, err)
+		}
+	}
+}
+
+// TestProviderRetries: AlimTalk retries 3 times at 1m, 5m and 15m unless retry.providers says
+// otherwise; a provider's policy is checked, naming the key.
+func TestProviderRetries(t *testing.T) {
+	t.Parallel()
+	const head = "env: dev\nservices: [{name: orders, api_keys: [orders-key-123]}]\ncontacts: {encryption_key: aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}\nproviders:\n  ses: {from: a@example.com}\n  twilio: {account_sid: AC1, auth_token: t}\n"
+	c, err := Parse([]byte(head))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := c.ProviderRetries()[notify.ProviderAlimTalk]
+	if rp.MaxAttempts != 4 || len(rp.Delays) != 3 || rp.Delays[0] != time.Minute || rp.Delays[2] != 15*time.Minute {
+		t.Fatalf("alimtalk retry %+v, want 3 retries at 1m, 5m, 15m", rp)
+	}
+	if _, ok := c.ProviderRetries()[notify.ProviderFCM]; ok {
+		t.Fatal("fcm has a policy of its own by default")
+	}
+	c, err = Parse([]byte(head + "retry: {providers: {twilio: {max_retries: 2, delays: [30s]}, alimtalk: {max_retries: 1, delays: [2m]}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp := c.ProviderRetries()[notify.ProviderTwilio]; rp.MaxAttempts != 3 || rp.Delays[0] != 30*time.Second {
+		t.Fatalf("twilio %+v", rp)
+	}
+	if rp := c.ProviderRetries()[notify.ProviderAlimTalk]; rp.MaxAttempts != 2 {
+		t.Fatalf("alimtalk %+v, want the configured one retry", rp)
+	}
+	for yaml, key := range map[string]string{
+		"retry: {providers: {fax: {max_retries: 1, delays: [1m]}}}":  "retry.providers.fax",
+		"retry: {providers: {fcm: {max_retries: 2}}}":                "retry.providers.fcm.delays",
+		"retry: {providers: {fcm: {max_retries: 1, delays: [20m]}}}": "retry.providers.fcm.delays[0]",
+		"retry: {providers: {fcm: {max_retries: -1, delays: [1m]}}}": "retry.providers.fcm.max_retries",
+	} {
+		if _, err := Parse([]byte(head + yaml + "\n")); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: %v, want an error naming %s", yaml, err, key)
 		}
 	}
 }

@@ -137,6 +137,23 @@ func IsCode(err error, code string) bool { return err != nil && ErrorCode(err) =
 
 // Backoff is the delay before attempt (1-based) is retried: exponential from base, capped at
 // max, never shorter than the provider's Retry-After.
+// RetryPolicy is one provider's retries of a retryable failure: MaxAttempts sends in all, the
+// n-th retry after Delays[n-1] (the last delay again past the list), or the provider's
+// Retry-After when that is longer.
+type RetryPolicy struct {
+	MaxAttempts int
+	Delays      []time.Duration
+}
+
+// Delay is the wait before the retry that follows attempt (1 for the first send).
+func (rp RetryPolicy) Delay(attempt int, retryAfter time.Duration) time.Duration {
+	if len(rp.Delays) == 0 {
+		return retryAfter
+	}
+	i := min(max(attempt, 1), len(rp.Delays)) - 1
+	return max(rp.Delays[i], retryAfter)
+}
+
 func Backoff(attempt int, base, max, retryAfter time.Duration) time.Duration {
 	if attempt < 1 {
 		attempt = 1

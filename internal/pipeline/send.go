@@ -311,6 +311,13 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 
 	now := p.clock.Now()
 	o := outcome{updates: make([]notify.DeliveryUpdate, 0, len(results)), reasons: map[string]int{}}
+	maxAttempts := p.cfg.MaxAttempts
+	backoff := func(attempt int, retryAfter time.Duration) time.Duration {
+		return notify.Backoff(attempt, p.cfg.RetryBase, p.cfg.RetryMax, retryAfter)
+	}
+	if rp, ok := p.cfg.ProviderRetry[sm.Provider]; ok {
+		maxAttempts, backoff = rp.MaxAttempts, rp.Delay
+	}
 	var authErr error
 	refused := 0
 	defer func() {
@@ -338,8 +345,8 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 				authErr = r.Err
 			}
 			refused++
-		case notify.IsRetryable(r.Err) && attempt(r.DeliveryID) < p.cfg.MaxAttempts:
-			wait := notify.Backoff(attempt(r.DeliveryID), p.cfg.RetryBase, p.cfg.RetryMax, notify.RetryAfter(r.Err))
+		case notify.IsRetryable(r.Err) && attempt(r.DeliveryID) < maxAttempts:
+			wait := backoff(attempt(r.DeliveryID), notify.RetryAfter(r.Err))
 			if expires && !now.Add(wait).Before(expiresAt) {
 				// The retry would come after the notification expires: no retry is scheduled.
 				u.Status, u.Reason, u.Detail = notify.DeliveryExpired, notify.ReasonExpired,
