@@ -17,11 +17,11 @@ import (
 
 // Config tunes the stages. Zero fields take the defaults in withDefaults.
 type Config struct {
-	ChunkSize       int           // recipients per prepare message (default 500)
-	MaxAttempts     int           // send attempts per delivery before FAILED retries_exhausted (default 8)
+	ChunkSize   int // recipients per prepare message (default 500)
+	MaxAttempts int // send attempts per delivery before FAILED retries_exhausted (default 8)
 	// ProviderRetry overrides MaxAttempts and the exponential backoff for a provider: AlimTalk
 	// retries a few times at fixed delays (config retry.providers).
-	ProviderRetry map[notify.Provider]notify.RetryPolicy
+	ProviderRetry   map[notify.Provider]notify.RetryPolicy
 	RetryBase       time.Duration // first retry delay (default 1s)
 	RetryMax        time.Duration // longest retry delay (default 5m; SQS delay caps at 15m)
 	SendLease       time.Duration // how long a claimed delivery is ours (default 60s = send queue visibility)
