@@ -8,8 +8,21 @@ import (
 	"time"
 
 	"herald/internal/cost"
-	"herald/internal/cost/costbench"
 )
+
+// costBench runs the meter (internal/cost/costbench) and prints its bill. It is set only in a
+// binary built with -tags costbench (bench_cost_meter.go, as make bench builds it): the meter
+// runs the AWS handlers on in-repository fakes of SQS, EventBridge, Scheduler and Step
+// Functions, which a shipped herald must not carry.
+var costBench func(ctx context.Context, o costBenchOptions, out io.Writer) error
+
+type costBenchOptions struct {
+	DynamoDB       string
+	Sends, Devices int
+	Timeout        time.Duration
+	Progress       io.Writer
+	Prices         cost.Table
+}
 
 // runBenchCost is `herald bench cost`: the AWS bill per million recipients, measured by running
 // the AWS runtime's stage handlers on DynamoDB Local and the in-repository fakes and counting
@@ -43,15 +56,15 @@ its endpoint (make bench starts and stops it).`)
 	if *endpoint == "" {
 		return usagef(fs, "--dynamodb-endpoint (or HERALD_DYNAMODB_ENDPOINT) is required: start DynamoDB Local with scripts/dynamodb-local.sh start")
 	}
+	if costBench == nil {
+		return fmt.Errorf("this herald is built without the cost meter (it links the AWS fakes): build it with `go build -tags costbench ./cmd/herald`, or run `make bench`")
+	}
 	fmt.Fprintf(out, "herald bench cost: AWS requests per recipient through the AWS runtime's handlers (DynamoDB Local at %s), priced per million recipients\n", *endpoint)
 	start := time.Now()
-	res, err := costbench.Run(context.Background(), costbench.Options{DynamoDB: *endpoint, Sends: *sends, Devices: *devices,
-		Progress: prefixed{out, "  … "}, Timeout: *timeout})
-	if err != nil {
+	if err := costBench(context.Background(), costBenchOptions{DynamoDB: *endpoint, Sends: *sends, Devices: *devices,
+		Progress: prefixed{out, "  … "}, Timeout: *timeout, Prices: cost.USEast1}, out); err != nil {
 		return err
 	}
-	fmt.Fprintln(out)
-	res.Print(out, cost.USEast1)
 	fmt.Fprintf(out, "(%v in all)\n", time.Since(start).Round(time.Second))
 	return nil
 }
