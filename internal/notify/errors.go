@@ -132,11 +132,18 @@ func RetryAfter(err error) time.Duration {
 // IsRetryable reports whether a failure with err's code should be tried again.
 func IsRetryable(err error) bool { return err != nil && retryable[ErrorCode(err)] }
 
+// notRetriedOnSend are the retryable codes a provider's answer to a send is not retried on:
+// EAUTH there is our credentials, account or balance refused, which the same attempt meets
+// again until an operator acts, while an AWS call's EAUTH (credentials expiring, a role's grant
+// still propagating) may pass on the next try.
+var notRetriedOnSend = map[string]bool{EAUTH: true}
+
+// IsRetryableSend is IsRetryable for a provider's answer to one message of a send.
+func IsRetryableSend(err error) bool { return IsRetryable(err) && !notRetriedOnSend[ErrorCode(err)] }
+
 // IsCode reports whether err carries code.
 func IsCode(err error, code string) bool { return err != nil && ErrorCode(err) == code }
 
-// Backoff is the delay before attempt (1-based) is retried: exponential from base, capped at
-// max, never shorter than the provider's Retry-After.
 // RetryPolicy is one provider's retries of a retryable failure: MaxAttempts sends in all, the
 // n-th retry after Delays[n-1] (the last delay again past the list), or the provider's
 // Retry-After when that is longer.
@@ -154,6 +161,8 @@ func (rp RetryPolicy) Delay(attempt int, retryAfter time.Duration) time.Duration
 	return max(rp.Delays[i], retryAfter)
 }
 
+// Backoff is the delay before attempt (1-based) is retried: exponential from base, capped at
+// max, never shorter than the provider's Retry-After.
 func Backoff(attempt int, base, max, retryAfter time.Duration) time.Duration {
 	if attempt < 1 {
 		attempt = 1

@@ -337,15 +337,15 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 			u.Status = notify.DeliverySent
 			o.sent++
 		case code == notify.EAUTH:
-			// The provider refused our credentials, account or balance: the next attempt
-			// would be refused the same way until an operator acts, so the delivery fails now
-			// and operators hear of it (providerAuthFailed), not after eight retries.
+			// The provider refused our credentials, account or balance (not retried on a
+			// send: notify.IsRetryableSend): the delivery fails now and operators hear of it
+			// (providerAuthFailed), not after eight retries.
 			u.Status, u.Reason, u.Detail = notify.DeliveryFailed, notify.ReasonProviderAuth, notify.ErrorMessage(r.Err)
 			if authErr == nil {
 				authErr = r.Err
 			}
 			refused++
-		case notify.IsRetryable(r.Err) && attempt(r.DeliveryID) < maxAttempts:
+		case notify.IsRetryableSend(r.Err) && attempt(r.DeliveryID) < maxAttempts:
 			wait := backoff(attempt(r.DeliveryID), notify.RetryAfter(r.Err))
 			if expires && !now.Add(wait).Before(expiresAt) {
 				// The retry would come after the notification expires: no retry is scheduled.
@@ -357,7 +357,7 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 			u.Status, u.Reason, u.Detail = notify.DeliveryPending, code, notify.ErrorMessage(r.Err)
 			o.retry = append(o.retry, it)
 			o.delay = max(o.delay, wait)
-		case notify.IsRetryable(r.Err):
+		case notify.IsRetryableSend(r.Err):
 			u.Status, u.Reason, u.Detail = notify.DeliveryFailed, notify.ReasonRetriesExhausted, code+": "+notify.ErrorMessage(r.Err)
 		case code == notify.EDEADADDRESS:
 			u.Status, u.Detail = notify.DeliveryFailed, notify.ErrorMessage(r.Err)
