@@ -27,7 +27,10 @@ test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS ada
 	echo "==> go test (DynamoDB Local at $$ep; the herald and function binaries from $(TESTBIN))"; \
 	HERALD_CHROMIUM=$$($(CHROMIUM_FIND)) HERALD_SCREENSHOTS=$(TESTBIN)/screenshots \
 	HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) HERALD_ASL_VALIDATOR=$(ASL_VALIDATE) HERALD_BIN=$(TESTBIN)/herald HERALD_FUNCTIONS_BIN=$(TESTBIN)/fn \
-	$(GO) test -vet=off -count=1 -timeout 30m ./...
+	$(GO) test -vet=off -count=1 -timeout 30m ./...; \
+	echo "==> idempotency key races under the race detector (both stores, the API on SQLite and on DynamoDB)"; \
+	HERALD_DYNAMODB_ENDPOINT=$$ep $(GO) test -vet=off -count=1 -race -run 'TestStore/ClaimKey' ./internal/sqlite/ ./internal/ddb/; \
+	HERALD_DYNAMODB_ENDPOINT=$$ep $(GO) test -vet=off -count=1 -race -run 'TestKeyRace|TestRacingRequests' ./internal/awsenv/ ./internal/local/
 	@echo "==> CDK assertion tests and cdk-nag (infra/, its own module)"
 	@$(MAKE) --no-print-directory test-infra
 	@$(MAKE) --no-print-directory e2e-aws

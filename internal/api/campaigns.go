@@ -2,6 +2,9 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -162,6 +165,10 @@ func (s *server) createCampaign(w http.ResponseWriter, r *http.Request) error {
 	if stored.Service != service {
 		return notify.FieldError("idempotency_key", "already used")
 	}
+	if !created && stored.Fingerprint != "" && stored.Fingerprint != c.Fingerprint {
+		return &notify.Error{Code: notify.EKEYREUSED, Field: "idempotency_key", Message: fmt.Sprintf(
+			"idempotency_key already names campaign %s, created with a different request; use a new key for a new campaign", stored.ID)}
+	}
 	w.Header().Set("Location", "/v1/campaigns/"+url.PathEscape(stored.ID))
 	status := http.StatusAccepted
 	if !created {
@@ -227,7 +234,37 @@ func (req *campaignRequest) campaign(service string, now time.Time, tmpl *notify
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	c.Fingerprint = req.fingerprint()
 	return c, nil
+}
+
+// fingerprint identifies what a validated campaign request asks for, as
+// notify.RequestFingerprint does a send request's: the SHA-256 of its canonical JSON with the
+// defaults it may leave out filled in, so a retry matches and any change of meaning does not.
+// A template is fingerprinted by its reference, not its rendering: a retry after the template
+// changed is still the same request.
+func (req *campaignRequest) fingerprint() string {
+	c := *req
+	if c.Category == "" {
+		c.Category = notify.CategoryMarketing
+	}
+	if c.SendAt != nil {
+		at := notify.ReservedTime(*c.SendAt)
+		c.SendAt = &at
+	}
+	if c.QuietHours != nil && c.QuietHours.TimeZone == "" {
+		q := *c.QuietHours
+		q.TimeZone = notify.DefaultTimeZone
+		c.QuietHours = &q
+	}
+	b, err := json.Marshal(&c)
+	if err != nil {
+		// A validated request always encodes; an impossible failure must not make two
+		// different requests look alike.
+		b = []byte(time.Now().String())
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }
 
 // ownCampaign returns the caller's campaign; another service's is reported like a missing one.

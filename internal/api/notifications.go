@@ -41,19 +41,48 @@ func (s *server) createNotification(w http.ResponseWriter, r *http.Request) erro
 		writeJSON(w, http.StatusOK, p.accepted)
 		return nil
 	}
+	won, err := s.claimKey(ctx, p)
+	if err != nil {
+		return err
+	}
 	p.attrs[notify.AttrLane] = string(p.lane)
 	msg := notify.OutMessage{Body: p.body, GroupID: p.service, Attributes: p.attrs}
 	if err := s.enqueue(ctx, p.service, msg, fmt.Sprintf("the notification is %d bytes as JSON, over the queue's message size limit; send fewer recipients per request or smaller content", len(p.body))); err != nil {
 		return fmt.Errorf("enqueue notification %s: %w", p.accepted.ID, err)
 	}
-	writeJSON(w, http.StatusAccepted, p.accepted)
+	status := http.StatusAccepted
+	if !won {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, p.accepted)
 	return nil
+}
+
+// claimKey claims a keyed request's idempotency key before it is queued (notify.KeyClaim), so
+// of requests racing under one key exactly one is accepted (won: a 202). A request under a key
+// another request holds is refused (409). A retry of the request that holds it (won=false: a
+// 200) is queued again all the same: the holder's own enqueue may have failed after its claim,
+// and ingest stores a request queued twice once. A request without a key wins at once.
+func (s *server) claimKey(ctx context.Context, p *preparedSend) (won bool, err error) {
+	if p.key == "" {
+		return true, nil
+	}
+	held, won, err := s.store.ClaimKey(ctx, notify.KeyClaim{Service: p.service, Key: p.key, NotificationID: p.accepted.ID,
+		Fingerprint: p.fingerprint, At: s.clock.Now()})
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("claim idempotency key of notification %s: %w", p.accepted.ID, err)
+	case !won && held.Fingerprint != p.fingerprint:
+		return false, keyReused(held.NotificationID)
+	}
+	return won, nil
 }
 
 // preparedSend is a checked send request, ready for the ingest queue unless stored is set (a
 // retry of a request ingest already stored: accepted then has its current status).
 type preparedSend struct {
 	service     string
+	key         string // the request's idempotency key
 	accepted    acceptedResponse
 	stored      bool
 	body        []byte
@@ -83,7 +112,7 @@ func (s *server) prepareSend(r *http.Request, req *notify.SendRequest) (*prepare
 		return nil, err
 	}
 	id := notify.NotificationIDFor(service, req.IdempotencyKey, now)
-	p := &preparedSend{service: service, fingerprint: fingerprint, accepted: acceptedResponse{ID: id, Status: notify.StatusAccepted},
+	p := &preparedSend{service: service, key: req.IdempotencyKey, fingerprint: fingerprint, accepted: acceptedResponse{ID: id, Status: notify.StatusAccepted},
 		lane: req.Category.Lane()}
 	if req.SendAt != nil && req.SendAt.After(now) {
 		p.accepted.Status = notify.StatusScheduled
@@ -184,9 +213,10 @@ func (s *server) createNotificationBatch(w http.ResponseWriter, r *http.Request)
 			return notify.InBatch(i, err)
 		}
 	}
-	var batch notify.SendBatch
-	queued := map[string]int{} // id → index of the request queued under it
-	lane := notify.LaneBulk    // the batch's: bulk only when every request is
+	var (
+		toQueue []int              // the requests to queue, in order
+		queued  = map[string]int{} // id → index of the request queued under it
+	)
 	for i, p := range ps {
 		out.Notifications[i] = p.accepted
 		if p.stored {
@@ -200,6 +230,23 @@ func (s *server) createNotificationBatch(w http.ResponseWriter, r *http.Request)
 			continue
 		}
 		queued[p.accepted.ID] = i
+		toQueue = append(toQueue, i)
+	}
+	// Keys are claimed once every request is known good, so a batch refused for one bad
+	// request holds none of its keys under a body its retry may correct.
+	errs = notify.Concurrently(len(toQueue), batchChecks, func(k int) error {
+		_, err := s.claimKey(ctx, ps[toQueue[k]])
+		return err
+	})
+	for k, err := range errs {
+		if err != nil {
+			return notify.InBatch(toQueue[k], err)
+		}
+	}
+	var batch notify.SendBatch
+	lane := notify.LaneBulk // the batch's: bulk only when every request is
+	for _, i := range toQueue {
+		p := ps[i]
 		batch.Notifications = append(batch.Notifications, p.body)
 		batch.Attributes = append(batch.Attributes, p.attrs)
 		if p.lane != notify.LaneBulk {

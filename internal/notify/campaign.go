@@ -217,6 +217,10 @@ func Unpaged(ctx context.Context, src AudienceSource, a Audience, c CampaignCurs
 type Campaign struct {
 	ID      string `json:"id"`
 	Service string `json:"service"`
+	// Fingerprint identifies the request that created the campaign (the API's fingerprint of
+	// it), so a create under the same idempotency key with another request is told apart from a
+	// retry; empty for campaigns stored before fingerprints, which any retry matches.
+	Fingerprint string `json:"fingerprint,omitempty"`
 	// Notification is the template: category, channels, content (with channel and locale
 	// overrides), priority, TTL. Recipients are ignored; they are appended page by page.
 	Notification Notification     `json:"notification"`

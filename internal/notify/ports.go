@@ -37,8 +37,39 @@ type NotificationStore interface {
 	// SetChunksTotal records how many prepare chunks the notification was split into. It is
 	// idempotent: setting the same value again is a no-op.
 	SetChunksTotal(ctx context.Context, id string, chunks int) error
+	// ClaimKey is the HTTP API's claim of an idempotency key, taken before a request is queued,
+	// so of racing requests under one key exactly one is accepted: the first claim of
+	// (k.Service, k.Key) is stored and won; every later one returns the claim that holds the key
+	// (won=false), whose Fingerprint tells a retry of the same request from another request. A
+	// claim is never removed: a key names one notification for good, as CreateNotification
+	// dedupes. EINVALID without a service, key, notification id or fingerprint.
+	ClaimKey(ctx context.Context, k KeyClaim) (held KeyClaim, won bool, err error)
 	// ScheduledLister pages the SCHEDULED notifications (see its contract in reserved.go).
 	ScheduledLister
+}
+
+// KeyClaim is the claim of an idempotency key by the HTTP API (NotificationStore.ClaimKey).
+type KeyClaim struct {
+	Service        string
+	Key            string
+	NotificationID string
+	Fingerprint    string // RequestFingerprint of the request that claimed the key
+	At             time.Time
+}
+
+// Check reports a claim missing one of its fields, naming it.
+func (k KeyClaim) Check() error {
+	switch {
+	case k.Service == "":
+		return Errorf(EINVALID, "key claim: service is required")
+	case k.Key == "":
+		return Errorf(EINVALID, "key claim: key is required")
+	case k.NotificationID == "":
+		return Errorf(EINVALID, "key claim: notification id is required")
+	case k.Fingerprint == "":
+		return Errorf(EINVALID, "key claim: fingerprint is required")
+	}
+	return nil
 }
 
 // NoChunk is the chunk of CreateDeliveries for deliveries created after prepare, outside any

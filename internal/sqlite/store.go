@@ -24,7 +24,7 @@ var _ notify.Store = (*Store)(nil)
 
 // storeSchemaVersion is the schema this code reads and writes. It lives in store_meta rather
 // than PRAGMA user_version because the Queue shares the database file and has its own schema.
-const storeSchemaVersion = 13
+const storeSchemaVersion = 14
 
 // storeMigrations[i] takes the schema from version i to i+1.
 var storeMigrations = []string{
@@ -190,6 +190,8 @@ CREATE INDEX IF NOT EXISTS deliveries_by_notification ON deliveries (notificatio
 	// names the notification. SQLite cannot drop a column's UNIQUE: the table is rebuilt, rowids
 	// (the listing order) kept.
 	deliveriesByNotification,
+	// 14: the HTTP API's claims of idempotency keys (see keyclaim.go).
+	keyClaimSchema,
 }
 
 // deliveriesByNotification is migration 13 (see storeMigrations). It may run again over its own

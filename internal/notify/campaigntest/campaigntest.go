@@ -174,6 +174,23 @@ var cases = []campaignCase{
 			t.Fatalf("second CreateCampaign created=%v audience=%+v, want the stored one", created, again.Audience)
 		}
 	}},
+	{"FingerprintRoundTrips", func(t *testing.T, s Store) {
+		c := newCampaign("c_fingerprint")
+		c.Fingerprint = "f-first"
+		mustCreate(t, s, c)
+		got, err := s.GetCampaign(t.Context(), c.ID)
+		noErr(t, err)
+		if got.Fingerprint != "f-first" {
+			t.Fatalf("Fingerprint = %q, want f-first", got.Fingerprint)
+		}
+		other := newCampaign("c_fingerprint")
+		other.Fingerprint = "f-other"
+		stored, created, err := s.CreateCampaign(t.Context(), other)
+		noErr(t, err)
+		if created || stored.Fingerprint != "f-first" {
+			t.Fatalf("a second create = %q created=%v, want the stored campaign's f-first", stored.Fingerprint, created)
+		}
+	}},
 	{"CreateConflictsWithNotification", func(t *testing.T, s Store) {
 		ctx := t.Context()
 		_, _, err := s.CreateNotification(ctx, &notify.Notification{ID: "c_taken", Service: "x",

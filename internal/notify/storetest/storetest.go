@@ -32,6 +32,7 @@ func Run(t *testing.T, newStore func(t *testing.T) notify.Store) {
 	t.Helper()
 	var cases []storeCase
 	cases = append(cases, notificationCases...)
+	cases = append(cases, keyClaimCases...)
 	cases = append(cases, deliveryCases...)
 	cases = append(cases, expressCases...)
 	cases = append(cases, batchCases...)
