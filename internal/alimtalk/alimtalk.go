@@ -248,6 +248,15 @@ func (s *Sender) sendOne(ctx context.Context, m notify.OutboundMessage) (string,
 	if err != nil {
 		return "", fmt.Errorf("alimtalk send %s: %w", m.DeliveryID, err)
 	}
+	// A later attempt may follow one whose outcome is unknown (a timeout, an unreadable answer,
+	// a worker that died mid-call): Solapi does not dedupe, so the message list is asked first,
+	// and the message is sent only when Solapi has no record of it.
+	if m.Attempt > 1 {
+		id, err := s.find(ctx, m, req.Messages[0].To)
+		if !errors.Is(err, errNotFound) {
+			return id, err
+		}
+	}
 	return s.post(ctx, req, m.DeliveryID, m.Address)
 }
 
@@ -363,34 +372,9 @@ func (s *Sender) Verdicts(ctx context.Context, qs []notify.VerdictQuery) ([]noti
 	case <-ctx.Done():
 		return nil, notify.Wrap(notify.EUNAVAILABLE, ctx.Err(), "alimtalk verdicts canceled")
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.cfg.BaseURL, "/")+path, nil)
+	listed, _, err := s.list(ctx, path, "verdicts", "")
 	if err != nil {
-		return nil, notify.Wrap(notify.EINTERNAL, err, "alimtalk verdicts: request")
-	}
-	auth, err := Authorization(s.cfg.APIKey, s.cfg.APISecret, s.now())
-	if err != nil {
-		return nil, notify.Wrap(notify.EINTERNAL, err, "alimtalk verdicts: sign")
-	}
-	req.Header.Set("Authorization", auth)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, classifyHTTP(err, 0, apiError{}, 0, "verdicts", "")
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		var e apiError
-		_ = json.Unmarshal(raw, &e)
-		return nil, classifyHTTP(err, resp.StatusCode, e, notify.ParseRetryAfter(resp.Header.Get("Retry-After"), s.now()), "verdicts", "")
-	}
-	if err != nil {
-		return nil, notify.Wrap(notify.EUNAVAILABLE, err, "alimtalk verdicts: read answer")
-	}
-	listed, err := ParseList(raw)
-	if err != nil {
-		return nil, notify.Wrap(notify.EINTERNAL, err, "alimtalk verdicts: HTTP %d", resp.StatusCode)
+		return nil, err
 	}
 	out := make([]notify.SendResult, len(qs))
 	for i, q := range qs {
@@ -398,6 +382,85 @@ func (s *Sender) Verdicts(ctx context.Context, qs []notify.VerdictQuery) ([]noti
 		out[i] = verdictOf(st, ok, q)
 	}
 	return out, nil
+}
+
+// list reads one page of the message list at path; what and phone name the call in errors,
+// classified as a send's are.
+func (s *Sender) list(ctx context.Context, path, what, phone string) (map[string]ListedStatus, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.cfg.BaseURL, "/")+path, nil)
+	if err != nil {
+		return nil, "", notify.Wrap(notify.EINTERNAL, err, "alimtalk %s: request", what)
+	}
+	auth, err := Authorization(s.cfg.APIKey, s.cfg.APISecret, s.now())
+	if err != nil {
+		return nil, "", notify.Wrap(notify.EINTERNAL, err, "alimtalk %s: sign", what)
+	}
+	req.Header.Set("Authorization", auth)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, "", classifyHTTP(err, 0, apiError{}, 0, what, phone)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		var e apiError
+		_ = json.Unmarshal(raw, &e)
+		return nil, "", classifyHTTP(err, resp.StatusCode, e, notify.ParseRetryAfter(resp.Header.Get("Retry-After"), s.now()), what, phone)
+	}
+	if err != nil {
+		return nil, "", notify.Wrap(notify.EUNAVAILABLE, err, "alimtalk %s: read answer", what)
+	}
+	listed, next, err := ParseListPage(raw)
+	if err != nil {
+		return nil, "", notify.Wrap(notify.EUNAVAILABLE, err, "alimtalk %s: HTTP %d", what, resp.StatusCode)
+	}
+	return listed, next, nil
+}
+
+// lookBack is how far before the notification was made a look-up starts: clocks disagree.
+const lookBack = 5 * time.Minute
+
+// errNotFound is find's "Solapi has no record of the message": it may be sent.
+var errNotFound = errors.New("alimtalk: no message of the delivery is listed")
+
+// find looks the delivery up in the message list before it is sent again: the AlimTalks to phone
+// (digits) since the notification was made, paged, matched on the delivery id Herald put in
+// customFields. A message found is answered as its send would have been (its id, and its status:
+// pending, delivered or the verdict's error), and nothing is sent; errNotFound means Solapi has
+// no record of it. Any other error — the list could not be read, or held more than
+// MaxFindPages pages — is the send's error: the outcome stays unknown, so the message is not
+// sent blind, and the look-up is tried again with the delivery's next retry.
+func (s *Sender) find(ctx context.Context, m notify.OutboundMessage, phone string) (string, error) {
+	what := "look-up of " + m.DeliveryID
+	since := m.Since.Add(-lookBack)
+	key := ""
+	for range MaxFindPages {
+		listed, next, err := s.list(ctx, FindQuery(phone, since, key), what, m.Address)
+		if err != nil {
+			return "", err
+		}
+		for _, st := range listed {
+			if st.DeliveryID != m.DeliveryID {
+				continue
+			}
+			r := verdictOf(st, true, notify.VerdictQuery{DeliveryID: m.DeliveryID, ProviderMessageID: st.MessageID, Address: m.Address})
+			switch {
+			case r.Err != nil:
+				return st.MessageID, r.Err
+			case r.VerdictPending:
+				return st.MessageID, errVerdictPending
+			}
+			return st.MessageID, nil
+		}
+		if next == "" || next == key {
+			return "", errNotFound
+		}
+		key = next
+	}
+	return "", notify.Errorf(notify.EUNAVAILABLE, "alimtalk %s: more than %d messages to %s since %s; not sent again while the first attempt's outcome is unknown",
+		what, MaxFindPages*MaxFindPage, notify.MaskPhone(m.Address), since.Format(time.RFC3339))
 }
 
 // Authorization is Solapi's HMAC-SHA256 Authorization header for a request at now: a fresh

@@ -2,9 +2,15 @@ package alimtalk_test
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"herald/internal/alimtalk"
 	"herald/internal/notify"
@@ -68,8 +74,8 @@ func TestSendEveryRule(t *testing.T) {
 		{"accepted, dashed", talk("2", "010-2222-3333", "ORDER_SHIPPED"), "", "", "01022223333"},
 		{"not a KakaoTalk user", talk("3", "+821055550001", "ORDER_SHIPPED"), notify.EUNREACHABLE, "3104", ""},
 		{"blocked the channel", talk("4", "010-5555-0002", "ORDER_SHIPPED"), notify.EUNREACHABLE, "3107", ""},
-		{"template mismatch", talk("5", "01012340005", "ORDER_mismatch"), notify.EREJECTED, "3103", ""},
-		{"template not registered", talk("6", "01012340006", "unregistered_T"), notify.EREJECTED, "3105", ""},
+		{"template mismatch", talk("5", "01012340005", "ORDER_mismatch"), notify.EREJECTED, "1043", ""},
+		{"template not registered", talk("6", "01012340006", "unregistered_T"), notify.EREJECTED, "1042", ""},
 		{"bad sender key", bad, notify.EREJECTED, "1041", ""},
 		{"foreign number: nothing sent", talk("7", "+14155550100", "ORDER_SHIPPED"), notify.EINVALID, notify.ReasonUnsupportedAddress, ""},
 		{"landline: nothing sent", talk("8", "02-1234-5678", "ORDER_SHIPPED"), notify.EINVALID, notify.ReasonUnsupportedAddress, ""},
@@ -342,4 +348,82 @@ func TestVerdictsRefused(t *testing.T) {
 	if !notify.IsCode(err, notify.EAUTH) || !notify.IsRetryable(err) {
 		t.Fatalf("wrong secret: %v, want a retryable EAUTH", err)
 	}
+}
+
+// TestLostAnswerIsLookedUpNotResent: Solapi accepted a message and its answer was lost. The
+// next attempt finds it in the message list by its delivery id and sends nothing; a message
+// Solapi has no record of is sent; and when the list cannot be read, nothing is sent blind.
+func TestLostAnswerIsLookedUpNotResent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	since := time.Now()
+	send := func(m notify.OutboundMessage, attempt int) notify.SendResult {
+		t.Helper()
+		m.Attempt, m.Since = attempt, since
+		res, err := f.sender.Send(ctx, []notify.OutboundMessage{m})
+		if err != nil || len(res) != 1 {
+			t.Fatalf("send: %v %v", res, err)
+		}
+		return res[0]
+	}
+	sent := func(phone string) []sandbox.Delivery { return f.srv.Recorder.List("alimtalk", phone) }
+
+	lost := talk("lost", "01012340020", "ORDER_lost1")
+	if r := send(lost, 1); !notify.IsCode(r.Err, notify.EUNAVAILABLE) {
+		t.Fatalf("the lost answer = %+v, want a retryable EUNAVAILABLE", r)
+	}
+	if n := len(sent("01012340020")); n != 1 {
+		t.Fatalf("%d messages accepted before the answer was lost, want 1", n)
+	}
+	// Other messages to the same number, more than a page of them, so the look-up pages.
+	for i := range alimtalk.MaxFindPage + 20 {
+		if r := send(talk(fmt.Sprintf("other%03d", i), "01012340020", "ORDER_SHIPPED"), 1); r.Err != nil {
+			t.Fatalf("other message %d: %v", i, r.Err)
+		}
+	}
+	r := send(lost, 2)
+	if r.Err != nil || r.ProviderMessageID != sent("01012340020")[0].MessageID {
+		t.Fatalf("the retry = %+v, want the accepted message %s found", r, sent("01012340020")[0].MessageID)
+	}
+	if n := len(sent("01012340020")); n != alimtalk.MaxFindPage+21 {
+		t.Fatalf("%d messages to the number after the retry, want %d: the lost one was sent again", n, alimtalk.MaxFindPage+21)
+	}
+
+	// Solapi has no record: the retry sends it.
+	fresh := talk("fresh", "01012340021", "ORDER_SHIPPED")
+	if r := send(fresh, 2); r.Err != nil || len(sent("01012340021")) != 1 {
+		t.Fatalf("a retry Solapi has no record of = %+v, %d sent; want it sent once", r, len(sent("01012340021")))
+	}
+
+	// The list cannot be read: the outcome stays unknown, nothing is sent, and the error is retried.
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"errorCode":"ServiceUnavailable","errorMessage":"down"}`))
+			return
+		}
+		httputil.NewSingleHostReverseProxy(mustURL(t, f.srv.URL())).ServeHTTP(w, req)
+	}))
+	defer front.Close()
+	g := setup(t, func(c *alimtalk.Config) { c.BaseURL = front.URL })
+	blind := talk("blind", "01012340022", "ORDER_SHIPPED")
+	blind.Attempt, blind.Since = 2, since
+	res, err := g.sender.Send(ctx, []notify.OutboundMessage{blind})
+	if err != nil || !notify.IsCode(res[0].Err, notify.EUNAVAILABLE) {
+		t.Fatalf("a retry whose look-up failed = %+v %v, want EUNAVAILABLE", res, err)
+	}
+	if n := len(g.srv.Recorder.List("alimtalk", "")); n != 0 {
+		t.Fatalf("%d messages sent while the look-up failed, want none", n)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"herald/internal/notify"
 )
@@ -80,16 +81,19 @@ func messageIDOK(id string) bool {
 // listResponse is the part of the list answer Herald reads.
 type listResponse struct {
 	MessageList map[string]json.RawMessage `json:"messageList"`
+	NextKey     json.RawMessage            `json:"nextKey"` // a string, or null on the last page
 }
 
 // listedMessage is one entry of the list. Its "to" is a string or, for a message sent to
 // several numbers, an array (Solapi's documents show both): Herald keys on messageId and does
-// not read it, so either shape is taken.
+// not read it, so either shape is taken. customFields is what the send carried (Herald's
+// delivery id), null or absent for messages sent without.
 type listedMessage struct {
-	MessageID  string          `json:"messageId"`
-	To         json.RawMessage `json:"to"`
-	StatusCode string          `json:"statusCode"`
-	Reason     *string         `json:"reason"`
+	MessageID    string            `json:"messageId"`
+	To           json.RawMessage   `json:"to"`
+	StatusCode   string            `json:"statusCode"`
+	Reason       *string           `json:"reason"`
+	CustomFields map[string]string `json:"customFields"`
 }
 
 // ListedStatus is one message's status as the list reports it.
@@ -97,7 +101,34 @@ type ListedStatus struct {
 	MessageID  string
 	StatusCode string
 	Reason     string // Solapi's text for the status, when it gives one
+	DeliveryID string // Herald's delivery id from the message's customFields; "" when it has none
 }
+
+// FindQuery is the path and query of the message list call that pages the AlimTalk (ATA)
+// messages to one phone number (digits, as sent) created since since: the filters of Solapi's
+// official SDKs (to, type, dateType=CREATED, startDate in ISO 8601), MaxFindPage messages a page,
+// startKey the previous page's nextKey ("" for the first). It is how a send whose outcome is
+// unknown is looked up by its delivery id (customFields) before it is sent again.
+func FindQuery(phone string, since time.Time, startKey string) string {
+	q := url.Values{}
+	q.Set("to", phone)
+	q.Set("type", "ATA")
+	q.Set("dateType", "CREATED")
+	q.Set("startDate", since.UTC().Format(time.RFC3339))
+	q.Set("limit", strconv.Itoa(MaxFindPage))
+	if startKey != "" {
+		q.Set("startKey", startKey)
+	}
+	return ListPath + "?" + q.Encode()
+}
+
+// MaxFindPage is the page size of a FindQuery, and MaxFindPages the most pages one look-up
+// reads: 1,000 AlimTalks to one number since the notification was made. A look-up that has not
+// found the message by then is inconclusive, and the message is not sent again blind.
+const (
+	MaxFindPage  = 100
+	MaxFindPages = 10
+)
 
 // ParseList reads a list answer into the status of each listed message, keyed by message id
 // (the messageId field, else the map key). A body that is not the list's JSON is an error: the
@@ -105,13 +136,20 @@ type ListedStatus struct {
 // left out alone — its message reads as not listed yet, so its verdict is asked again — and the
 // others keep theirs.
 func ParseList(raw []byte) (map[string]ListedStatus, error) {
+	got, _, err := ParseListPage(raw)
+	return got, err
+}
+
+// ParseListPage is ParseList with the key of the next page: "" on the last one (nextKey null,
+// absent or empty).
+func ParseListPage(raw []byte) (map[string]ListedStatus, string, error) {
 	var out listResponse
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&out); err != nil {
-		return nil, fmt.Errorf("alimtalk list: unreadable answer: %w", err)
+		return nil, "", fmt.Errorf("alimtalk list: unreadable answer: %w", err)
 	}
 	if out.MessageList == nil && !bytes.Contains(raw, []byte(`"messageList"`)) {
-		return nil, fmt.Errorf("alimtalk list: the answer has no messageList")
+		return nil, "", fmt.Errorf("alimtalk list: the answer has no messageList")
 	}
 	got := make(map[string]ListedStatus, len(out.MessageList))
 	for key, entry := range out.MessageList {
@@ -123,13 +161,17 @@ func ParseList(raw []byte) (map[string]ListedStatus, error) {
 		if id == "" {
 			id = key
 		}
-		s := ListedStatus{MessageID: id, StatusCode: strings.TrimSpace(m.StatusCode)}
+		s := ListedStatus{MessageID: id, StatusCode: strings.TrimSpace(m.StatusCode), DeliveryID: m.CustomFields[customDeliveryID]}
 		if m.Reason != nil {
 			s.Reason = *m.Reason
 		}
 		got[id] = s
 	}
-	return got, nil
+	var next string
+	if len(out.NextKey) > 0 && json.Unmarshal(out.NextKey, &next) != nil {
+		return nil, "", fmt.Errorf("alimtalk list: nextKey is not a string: %.40s", out.NextKey)
+	}
+	return got, next, nil
 }
 
 // verdictOf classifies one listed status the way a send answer is classified: pending, sent, or

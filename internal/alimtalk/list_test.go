@@ -2,8 +2,10 @@ package alimtalk
 
 import (
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"herald/internal/notify"
 )
@@ -142,5 +144,45 @@ func TestParseListTakesToAsStringOrArray(t *testing.T) {
 	}
 	if len(got) != 2 {
 		t.Fatalf("%d entries, want the 2 that read", len(got))
+	}
+}
+
+// TestFindQuery: the look-up's filters are the ones Solapi's official SDKs send for
+// getMessages (to, type, dateType, startDate in ISO 8601, limit, startKey).
+func TestFindQuery(t *testing.T) {
+	t.Parallel()
+	since := time.Date(2026, 12, 1, 18, 0, 0, 0, time.FixedZone("KST", 9*3600))
+	for _, key := range []string{"", "M4V20261201180001PQRSTUVWXYZ0123"} {
+		path, raw, _ := strings.Cut(FindQuery("01012345678", since, key), "?")
+		q, err := url.ParseQuery(raw)
+		if path != ListPath || err != nil {
+			t.Fatalf("FindQuery = %s?%s (%v)", path, raw, err)
+		}
+		want := url.Values{"to": {"01012345678"}, "type": {"ATA"}, "dateType": {"CREATED"},
+			"startDate": {"2026-12-01T09:00:00Z"}, "limit": {strconv.Itoa(MaxFindPage)}}
+		if key != "" {
+			want["startKey"] = []string{key}
+		}
+		if q.Encode() != want.Encode() {
+			t.Errorf("FindQuery(startKey %q) = %s, want %s", key, q.Encode(), want.Encode())
+		}
+	}
+}
+
+// TestParseListPage: the delivery id comes from customFields, the next page's key from nextKey
+// (null on the last page), and a nextKey that is not a string makes the page unreadable.
+func TestParseListPage(t *testing.T) {
+	t.Parallel()
+	got, next, err := ParseListPage([]byte(`{"startKey": null, "nextKey": "M4VB", "limit": 2, "messageList": {
+	  "M4VA": {"messageId": "M4VA", "to": "01012340001", "statusCode": "4000", "customFields": {"heraldDeliveryId": "d_1"}},
+	  "M4VC": {"messageId": "M4VC", "to": ["01012340001"], "statusCode": "2000", "customFields": null}}}`))
+	if err != nil || next != "M4VB" || got["M4VA"].DeliveryID != "d_1" || got["M4VC"].DeliveryID != "" || len(got) != 2 {
+		t.Fatalf("ParseListPage = %+v, %q, %v", got, next, err)
+	}
+	if _, next, err := ParseListPage([]byte(`{"nextKey": null, "messageList": {}}`)); err != nil || next != "" {
+		t.Fatalf("last page: next %q, %v", next, err)
+	}
+	if _, _, err := ParseListPage([]byte(`{"nextKey": 7, "messageList": {}}`)); err == nil {
+		t.Fatal("a numeric nextKey read")
 	}
 }

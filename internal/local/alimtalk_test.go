@@ -17,11 +17,20 @@ import (
 // setupFallback is setup with AlimTalk's SMS fallback configured on (providers.alimtalk.fallback).
 func setupFallback(t *testing.T, fallback string) *env {
 	t.Helper()
+	return setupFallbackWith(t, fallback)
+}
+
+// setupFallbackWith is setupFallback with the configuration edited further.
+func setupFallbackWith(t *testing.T, fallback string, edit ...func(*config.Config)) *env {
+	t.Helper()
 	cfg := config.Dev()
 	cfg.Providers.AlimTalk.VerdictCheck = config.Duration(200 * time.Millisecond)
 	cfg.Retry.Base = config.Duration(100 * time.Millisecond)
 	cfg.Retry.Max = config.Duration(2 * time.Second)
 	cfg.Providers.AlimTalk.Fallback = fallback
+	for _, e := range edit {
+		e(cfg)
+	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rt, err := Start(context.Background(), Options{Config: cfg, DataDir: t.TempDir(), Addr: "127.0.0.1:0", Logger: log})
@@ -336,5 +345,40 @@ func TestAlimTalkLateVerdicts(t *testing.T) {
 	}
 	if fmt.Sprint(again.Stats) != fmt.Sprint(st.Stats) || len(again.Deliveries) != 4 {
 		t.Fatalf("a redelivered check changed the notification: %+v, was %+v", again.Stats, st.Stats)
+	}
+}
+
+// TestAlimTalkLostAnswerDeliveredOnce: Solapi accepted an AlimTalk and the answer was lost on its
+// way back (the sandbox drops the connection after storing the message). The retry looks the
+// delivery up in Solapi's message list, finds it, and sends nothing again: one AlimTalk, and the
+// delivery SENT under the found message's id.
+func TestAlimTalkLostAnswerDeliveredOnce(t *testing.T) {
+	t.Parallel()
+	e := setupFallbackWith(t, "sms", func(cfg *config.Config) {
+		cfg.Retry.Providers = map[string]config.ProviderRetry{"alimtalk": {MaxRetries: 3,
+			Delays: []config.Duration{config.Duration(100 * time.Millisecond), config.Duration(100 * time.Millisecond), config.Duration(100 * time.Millisecond)}}}
+	})
+	var acc struct {
+		ID string `json:"id"`
+	}
+	if code := e.do("POST", "/v1/notifications", map[string]any{
+		"channels":        []string{"alimtalk"},
+		"content":         map[string]any{"body": "주문 2002가 발송되었습니다."},
+		"channel_content": map[string]any{"alimtalk": map[string]any{"data": map[string]string{"alimtalk_template": "TPL_lost1"}}},
+		"recipients":      []map[string]any{{"phone": "+821012342002"}},
+	}, &acc); code != http.StatusAccepted {
+		t.Fatalf("send = %d", code)
+	}
+	st := e.waitAlimTalk(acc.ID)
+	talks := e.rt.Sandbox.Recorder.List("alimtalk", "01012342002")
+	if len(talks) != 1 {
+		t.Fatalf("%d AlimTalks accepted, want exactly 1 (the answer was lost, not the message)", len(talks))
+	}
+	if st.Status != "SENT" || len(st.Deliveries) != 1 || st.Deliveries[0].Status != "SENT" ||
+		st.Deliveries[0].ProviderMessageID != talks[0].MessageID {
+		t.Fatalf("status %s, deliveries %+v; want one SENT under %s", st.Status, st.Deliveries, talks[0].MessageID)
+	}
+	if sms := e.rt.Sandbox.Recorder.List("twilio", "+821012342002"); len(sms) != 0 {
+		t.Fatalf("an SMS fallback was sent for a delivered AlimTalk: %+v", sms)
 	}
 }

@@ -361,6 +361,11 @@ type OutboundMessage struct {
 	CollapseID     string
 	Priority       Priority
 	TTL            time.Duration
+	// Attempt is this send's attempt of the delivery, 1 the first. A later one may follow an
+	// attempt whose outcome is unknown: a sender whose provider does not dedupe looks the
+	// delivery up first (AlimTalk), from Since, when the notification was made.
+	Attempt int
+	Since   time.Time
 }
 
 // SendResult is a provider's answer for one OutboundMessage.

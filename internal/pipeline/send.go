@@ -295,7 +295,7 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 			DeliveryID: it.DeliveryID, NotificationID: n.ID, Channel: channelOf(sm.Provider), Address: it.Address,
 			App: sm.App, Environment: it.Environment, Category: n.Category,
 			Content: content, CollapseID: n.EffectiveCollapseID(),
-			Priority: n.Priority, TTL: ttl,
+			Priority: n.Priority, TTL: ttl, Attempt: attempt(it.DeliveryID), Since: n.CreatedAt,
 		}
 	}
 	results, err := sender.Send(ctx, out)

@@ -31,8 +31,10 @@ import (
 // messageList, then still pending (3000) in the list's first report, and 3104 / 3107 from the
 // second on; 0010 is delivered late the same way (4000 from the second report). Every other
 // accepted message is reported delivered (4000) from the first report. The list takes
-// messageIds (repeated, as Solapi's SDKs send it), messageId or groupId, or the documented
-// criteria=messageId|groupId&cond=eq&value=…, and limit (default 20).
+// messageIds (repeated, as Solapi's SDKs send it), messageId, groupId, to, type, and
+// startDate/endDate (ISO 8601, on dateCreated) as Solapi's SDKs send them, or the documented
+// criteria=messageId|groupId|to|type&cond=eq&value=…; limit (default 20) and startKey page it in
+// message id order, and each entry carries the customFields its send had.
 
 const alimtalkSkew = 15 * time.Minute
 
@@ -99,6 +101,7 @@ func (s *Server) handleAlimTalkList(w http.ResponseWriter, req *http.Request) {
 		ids = append(ids, id)
 	}
 	group := q.Get("groupId")
+	to, typ := q.Get("to"), strings.ToUpper(q.Get("type"))
 	if c := q.Get("criteria"); c != "" {
 		crit, conds, vals := strings.Split(c, ","), strings.Split(q.Get("cond"), ","), strings.Split(q.Get("value"), ",")
 		if len(conds) != len(crit) || len(vals) != len(crit) {
@@ -115,11 +118,38 @@ func (s *Server) handleAlimTalkList(w http.ResponseWriter, req *http.Request) {
 				ids = append(ids, vals[i])
 			case "groupId":
 				group = vals[i]
+			case "to":
+				to = vals[i]
+			case "type":
+				typ = strings.ToUpper(vals[i])
 			default:
 				alimtalkError(w, http.StatusBadRequest, "ValidationError", fmt.Sprintf("이 샌드박스는 criteria %q를 지원하지 않습니다", k))
 				return
 			}
 		}
+	}
+	// startDate and endDate bound dateCreated (dateType CREATED, the default) or dateUpdated.
+	var from, until time.Time
+	for _, d := range []struct {
+		name string
+		t    *time.Time
+	}{{"startDate", &from}, {"endDate", &until}} {
+		if v := q.Get(d.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				alimtalkError(w, http.StatusBadRequest, "ValidationError", fmt.Sprintf("%q must be an ISO 8601 date", d.name))
+				return
+			}
+			*d.t = t
+		}
+	}
+	if dt := q.Get("dateType"); dt != "" && dt != "CREATED" && dt != "UPDATED" {
+		alimtalkError(w, http.StatusBadRequest, "ValidationError", `"dateType" must be one of CREATED, UPDATED`)
+		return
+	}
+	match := func(m *alimtalkStored) bool {
+		return (group == "" || m.groupID == group) && (to == "" || m.st.To == to) && (typ == "" || m.st.Type == typ) &&
+			(from.IsZero() || !m.created.Before(from)) && (until.IsZero() || !m.created.After(until))
 	}
 	limit := 20
 	if l := q.Get("limit"); l != "" {
@@ -135,19 +165,24 @@ func (s *Server) handleAlimTalkList(w http.ResponseWriter, req *http.Request) {
 	if len(ids) > 0 {
 		seen := map[string]bool{}
 		for _, id := range ids {
-			if m, ok := s.alimtalkMsgs[id]; ok && !seen[id] && (group == "" || m.groupID == group) {
+			if m, ok := s.alimtalkMsgs[id]; ok && !seen[id] && match(m) {
 				seen[id] = true
 				picked = append(picked, m)
 			}
 		}
 	} else {
 		for _, m := range s.alimtalkMsgs {
-			if group == "" || m.groupID == group {
+			if match(m) {
 				picked = append(picked, m)
 			}
 		}
 	}
 	slices.SortFunc(picked, func(a, b *alimtalkStored) int { return strings.Compare(a.st.MessageID, b.st.MessageID) })
+	// Pages are in message id order; startKey is the first id of the page (a nextKey given back).
+	if key := q.Get("startKey"); key != "" {
+		i, _ := slices.BinarySearchFunc(picked, key, func(m *alimtalkStored, k string) int { return strings.Compare(m.st.MessageID, k) })
+		picked = picked[i:]
+	}
 	var next any
 	if len(picked) > limit {
 		next = picked[limit].st.MessageID
@@ -309,6 +344,13 @@ func (s *Server) handleAlimTalkSend(w http.ResponseWriter, req *http.Request) {
 		s.alimtalkMsgs[id] = &alimtalkStored{st: stored, groupID: groupID, created: now, final: final, late: late}
 		s.alimtalkMu.Unlock()
 	}
+	// An answer lost on its way back: the messages are accepted and stored, and the connection
+	// is dropped before a byte of the answer is written.
+	for _, m := range msgs {
+		if s.alimtalkLost(m) {
+			panic(http.ErrAbortHandler)
+		}
+	}
 	resp := map[string]any{
 		"groupInfo": map[string]any{
 			"groupId": groupID, "_id": groupID, "accountId": alimtalkAccount, "apiVersion": "4",
@@ -393,6 +435,23 @@ func (s *Server) alimtalkTransient(m alimtalkMessage) (kind string, fail bool) {
 	return "", false
 }
 
+// alimtalkLostRe is the lost-answer rule: a template code containing "lost<N>".
+var alimtalkLostRe = regexp.MustCompile(`lost(\d+)`)
+
+// alimtalkLost decides the injected lost answer: a template code containing "lost<N>" has each
+// phone's first N sends accepted, and their answer lost.
+func (s *Server) alimtalkLost(m alimtalkMessage) bool {
+	if m.KakaoOptions == nil {
+		return false
+	}
+	r := alimtalkLostRe.FindStringSubmatch(m.KakaoOptions.TemplateID)
+	if r == nil {
+		return false
+	}
+	n, _ := strconv.Atoi(r[1])
+	return s.attempt("alimtalk:lost:"+m.KakaoOptions.TemplateID+":"+m.To) <= n
+}
+
 // alimtalkVerdict is Solapi's status code for one message: "2000" when accepted.
 func (s *Server) alimtalkVerdict(m alimtalkMessage) (code, text string) {
 	ko := m.KakaoOptions
@@ -437,9 +496,9 @@ func (s *Server) alimtalkVerdict(m alimtalkMessage) (code, text string) {
 	}
 	switch {
 	case strings.Contains(ko.TemplateID, "unregistered"):
-		return "3105", "미등록 템플릿"
+		return "1042", "유효한 템플릿 아이디가 아닙니다."
 	case strings.Contains(ko.TemplateID, "mismatch"):
-		return "3103", "메시지와 템플릿 불일치"
+		return "1043", "템플릿 내용과 메시지 내용이 일치하지 않습니다."
 	case strings.HasSuffix(m.To, "0001"):
 		return "3104", "카카오톡 미사용자"
 	case strings.HasSuffix(m.To, "0002"):

@@ -29,8 +29,10 @@ import (
 //	AlimTalk phone ending 0010               accepted, then delivered late (3000 first, then 4000); every
 //	                                         other accepted AlimTalk is listed 4000 (received) at once
 //	AlimTalk phone 0105555429N / 0105555503N 429 / 503 for the first N attempts, then accepted
-//	AlimTalk template containing "mismatch"  Solapi 3103 (message does not match the template)
-//	AlimTalk template containing "unregistered"  Solapi 3105 (template not registered)
+//	AlimTalk template containing "mismatch"  Solapi 1043 at send time (text differs from the template)
+//	AlimTalk template containing "unregistered"  Solapi 1042 at send time (unknown template id)
+//	AlimTalk template containing "lost<N>"   each phone's first N sends accepted and stored, and the
+//	                                         connection dropped before the answer (outcome unknown)
 //	AlimTalk template containing "throttle<N>" or "unavailable<N>"  429 / 503 for each phone's first N attempts
 //	AlimTalk pfId containing "invalid"       Solapi 1041 (unknown KakaoTalk channel)
 //	AlimTalk API key not trusted, bad or reused signature  403 InvalidAPIKey / SignatureDoesNotMatch / DuplicatedSignature
