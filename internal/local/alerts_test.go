@@ -194,3 +194,57 @@ func TestSlackOutageDoesNotHoldUpSends(t *testing.T) {
 		})
 	}
 }
+
+// TestProviderAuthFailsAtOnceWithAnAlert: each provider's fake refuses Herald's credentials as
+// the real service does (FCM 401, APNs 403 InvalidProviderToken, SES 403 InvalidClientTokenId,
+// Twilio 401 20003, Solapi 403 InvalidAPIKey). Every delivery fails at once with reason
+// provider_auth after one request to its provider, and Slack gets one alert per provider.
+func TestProviderAuthFailsAtOnceWithAnAlert(t *testing.T) {
+	t.Parallel()
+	e := startAlerting(t, config.Dev(), 0)
+	providers := []string{"fcm", "apns", "ses", "twilio", "alimtalk"}
+	for _, p := range providers {
+		e.rt.Sandbox.RefuseCredentials(p)
+	}
+	e.mustDo("PUT", "/v1/users/kim/devices/fcm-kim-phone-0001", map[string]any{"platform": "fcm"}, 200)
+	e.mustDo("PUT", "/v1/users/kim/devices/apns-kim-ipad-0001", map[string]any{"platform": "apns"}, 200)
+	e.mustDo("PUT", "/v1/users/kim/contacts", map[string]any{"email": "kim@example.com", "phone": "+14155550142"}, 200)
+	ids := []string{
+		e.send(notify.SendRequest{Channels: []notify.Channel{"push", "email", "sms"},
+			Content: notify.Content{Title: "Receipt", Body: "Your receipt is ready."}, Recipients: []notify.Recipient{{UserID: "kim"}}}),
+		e.send(notify.SendRequest{Channels: []notify.Channel{"alimtalk"}, Content: notify.Content{Body: "주문이 발송되었습니다."},
+			ChannelContent: map[notify.Channel]notify.Content{"alimtalk": {Data: map[string]string{"alimtalk_template": "TPL_SHIPPED_01"}}},
+			Recipients:     []notify.Recipient{{Phone: "+821012349876"}}}),
+	}
+	failed := 0
+	for _, id := range ids {
+		st := e.waitFinal(id)
+		for _, d := range st.Deliveries {
+			if d.Status != "FAILED" || d.Reason != notify.ReasonProviderAuth {
+				t.Errorf("delivery %+v, want FAILED %s", d, notify.ReasonProviderAuth)
+			}
+			failed++
+		}
+	}
+	if failed != 5 {
+		t.Fatalf("%d deliveries, want 5 (fcm, apns, email, sms, alimtalk)", failed)
+	}
+	waitFor(t, func() bool { return len(e.rt.Sandbox.SlackPosts()) >= len(providers) })
+	time.Sleep(300 * time.Millisecond) // a retry, or a second alert, would have come by now
+	alerted := map[string]int{}
+	for _, p := range e.rt.Sandbox.SlackPosts() {
+		for _, prov := range providers {
+			if strings.Contains(string(p.Body), prov+" refuses Herald's credentials") {
+				alerted[prov]++
+			}
+		}
+	}
+	for _, p := range providers {
+		if n := e.rt.Sandbox.Refused(p); n != 1 {
+			t.Errorf("%s was asked %d times, want once: a refused credential is not retried", p, n)
+		}
+		if alerted[p] != 1 {
+			t.Errorf("%d Slack alerts for %s, want 1 (all: %v)", alerted[p], p, alerted)
+		}
+	}
+}

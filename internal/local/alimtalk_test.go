@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -356,7 +357,7 @@ func TestAlimTalkLostAnswerDeliveredOnce(t *testing.T) {
 	t.Parallel()
 	e := setupFallbackWith(t, "sms", func(cfg *config.Config) {
 		cfg.Retry.Providers = map[string]config.ProviderRetry{"alimtalk": {MaxRetries: 3,
-			Delays: []config.Duration{config.Duration(100 * time.Millisecond), config.Duration(100 * time.Millisecond), config.Duration(100 * time.Millisecond)}}}
+			Delays: []config.Duration{config.Duration(time.Second), config.Duration(time.Second), config.Duration(time.Second)}}}
 	})
 	var acc struct {
 		ID string `json:"id"`
@@ -380,5 +381,22 @@ func TestAlimTalkLostAnswerDeliveredOnce(t *testing.T) {
 	}
 	if sms := e.rt.Sandbox.Recorder.List("twilio", "+821012342002"); len(sms) != 0 {
 		t.Fatalf("an SMS fallback was sent for a delivered AlimTalk: %+v", sms)
+	}
+}
+
+// TestStartRefusesAlimTalkWithoutFrom: Solapi sends nothing without a registered sender
+// number, so a configuration with AlimTalk and no from does not start, and says which key.
+func TestStartRefusesAlimTalkWithoutFrom(t *testing.T) {
+	t.Parallel()
+	cfg := config.Dev()
+	cfg.Providers.AlimTalk.From = ""
+	rt, err := Start(context.Background(), Options{Config: cfg, DataDir: t.TempDir(), Addr: "127.0.0.1:0",
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), SandboxInMemory: true})
+	if err == nil {
+		_ = rt.Shutdown(context.Background())
+		t.Fatal("started without providers.alimtalk.from")
+	}
+	if !strings.Contains(err.Error(), "providers.alimtalk.from") {
+		t.Fatalf("error %q does not name providers.alimtalk.from", err)
 	}
 }

@@ -95,6 +95,10 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	if o.Config == nil {
 		return nil, errors.New("local: no config")
 	}
+	// A configuration built in code is held to what a file's is (config.Load validates those).
+	if err := o.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
 	if o.Addr == "" {
 		o.Addr = "127.0.0.1:8080"
 	}

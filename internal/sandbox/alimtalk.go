@@ -251,6 +251,9 @@ type alimtalkStatus struct {
 const alimtalkAccount = "12925149" // the fake's account id
 
 func (s *Server) handleAlimTalkSend(w http.ResponseWriter, req *http.Request) {
+	if s.refused("alimtalk", w) {
+		return
+	}
 	if code, msg := s.alimtalkAuth(req.Header.Get("Authorization"), time.Now()); code != "" {
 		alimtalkError(w, http.StatusForbidden, code, msg)
 		return

@@ -64,6 +64,9 @@ func (s *Server) handleAPNsPush(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 
+	if s.refused("apns", w) {
+		return
+	}
 	if status, reason := s.checkAPNsAuth(req.Header.Get("authorization")); status != 0 {
 		writeAPNsReason(w, apnsID, status, reason)
 		return

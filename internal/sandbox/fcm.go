@@ -78,7 +78,9 @@ func newFCMFailure(status int, grpcStatus, errorCode, message, retryAfter string
 	e.Error.Code = status
 	e.Error.Message = message
 	e.Error.Status = grpcStatus
-	e.Error.Details = []detail{{Type: "type.googleapis.com/google.firebase.fcm.v1.FcmError", ErrorCode: errorCode}}
+	if errorCode != "" { // Google's own refusals (a bad access token) carry no FCM error
+		e.Error.Details = []detail{{Type: "type.googleapis.com/google.firebase.fcm.v1.FcmError", ErrorCode: errorCode}}
+	}
 	b, _ := json.Marshal(e)
 	return fcmFailure{status: status, retryAfter: retryAfter, body: b}
 }
@@ -111,6 +113,9 @@ func (s *Server) fcmRoutes(mux *http.ServeMux) {
 
 func (s *Server) handleFCMSend(w http.ResponseWriter, req *http.Request) {
 	project := req.PathValue("project")
+	if s.refused("fcm", w) {
+		return
+	}
 	if a := req.Header.Get("Authorization"); a != "" && !strings.HasPrefix(a, "Bearer ") {
 		writeFCMFailure(w, newFCMFailure(http.StatusUnauthorized, "UNAUTHENTICATED", "THIRD_PARTY_AUTH_ERROR",
 			"Request had invalid authentication credentials.", ""))

@@ -48,7 +48,9 @@ type Server struct {
 	log      *slog.Logger
 
 	mu       sync.Mutex
-	attempts map[string]int // address → attempts seen, for throttleN rules
+	attempts map[string]int  // address → attempts seen, for throttleN rules
+	refuse   map[string]bool // providers refusing credentials (RefuseCredentials)
+	refusedN map[string]int  // requests each refused
 
 	apnsKeysMu sync.Mutex
 	apnsKeys   map[string]any // key id → *ecdsa.PublicKey registered by tests/runtime (see apns.go)
@@ -86,7 +88,7 @@ func Start(opts Options) (*Server, error) {
 		opts:     opts,
 		mux:      http.NewServeMux(),
 		log:      opts.Logger.With("component", "sandbox"),
-		attempts: map[string]int{},
+		attempts: map[string]int{}, refuse: map[string]bool{}, refusedN: map[string]int{},
 		apnsKeys: map[string]any{},
 
 		alimtalkKeys: map[string]string{},

@@ -61,6 +61,9 @@ func (s *Server) sesRoutes(mux *http.ServeMux) {
 }
 
 func (s *Server) handleSESSendEmail(w http.ResponseWriter, req *http.Request) {
+	if s.refused("ses", w) {
+		return
+	}
 	// The SDK always signs; an unsigned request means the caller has no credentials, which real
 	// SES refuses too.
 	if !strings.HasPrefix(req.Header.Get("Authorization"), "AWS4-HMAC-SHA256 ") {

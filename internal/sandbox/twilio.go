@@ -52,6 +52,9 @@ type twilioMessage struct {
 }
 
 func (s *Server) handleTwilioCreateMessage(w http.ResponseWriter, req *http.Request) {
+	if s.refused("twilio", w) {
+		return
+	}
 	account := req.PathValue("AccountSid")
 	user, pass, ok := req.BasicAuth()
 	// There is no credential store: the username must be the account in the path (auth token)
