@@ -9,12 +9,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
 
 	"herald/internal/config"
 	"herald/internal/netguard"
@@ -139,5 +143,42 @@ func TestAlertsNeedAWebhook(t *testing.T) {
 	t.Parallel()
 	if _, err := newAlerts(context.Background(), config.Dev(), slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "alerts.slack.webhook_url_secret") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestAlertsRefuseLambdaSamples: the alerts function, invoked as Lambda would with each of
+// aws-lambda-go's sample events (events/testdata, from the module cache), fails every one and
+// posts nothing: none is a Herald operator event.
+func TestAlertsRefuseLambdaSamples(t *testing.T) {
+	t.Parallel()
+	var posts atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { posts.Add(1) }))
+	defer hook.Close()
+	cfg := config.Dev()
+	cfg.Alerts.Slack = config.SlackAlerts{WebhookURL: hook.URL + "/services/T/B/secret"}
+	a, err := newAlerts(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/aws/aws-lambda-go").Output()
+	if err != nil {
+		t.Fatalf("locate aws-lambda-go in the module cache: %v", err)
+	}
+	files, _ := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "events", "testdata", "*.json"))
+	if len(files) < 50 {
+		t.Fatalf("%d sample events, want aws-lambda-go's", len(files))
+	}
+	h := lambda.NewHandler(a.Handle)
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := h.Invoke(t.Context(), raw); err == nil {
+			t.Errorf("alerts acknowledged %s: %s", filepath.Base(f), out)
+		}
+	}
+	if n := posts.Load(); n != 0 {
+		t.Fatalf("%d posts for events that are not Herald's", n)
 	}
 }

@@ -234,6 +234,13 @@ func queueNameOf(urlPrefix string) string {
 	return urlPrefix[strings.LastIndexByte(urlPrefix, '/')+1:]
 }
 
+// OwnQueue reports whether an event source ARN names one of this environment's queues: its
+// name has the environment's prefix (herald-prod-…).
+func (e *Env) OwnQueue(arn string) bool {
+	name := arn[strings.LastIndexByte(arn, ':')+1:]
+	return e.queuePrefix != "" && strings.HasPrefix(name, e.queuePrefix) && len(name) > len(e.queuePrefix)
+}
+
 // LogicalQueue turns an event source ARN (arn:aws:sqs:…:herald-prod-send-bulk) into the
 // logical queue name ("send-bulk").
 func (e *Env) LogicalQueue(arn string) string {

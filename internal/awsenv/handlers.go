@@ -39,6 +39,11 @@ func (e *Env) SQSHandler(pick func(queue string) pipeline.Handler) func(context.
 		byQueue := map[string][]events.SQSMessage{}
 		var order []string
 		for _, r := range ev.Records {
+			if !e.OwnQueue(r.EventSourceARN) {
+				err := fmt.Errorf("record %s comes from %s, not a queue of this environment (%s…)", r.MessageId, r.EventSourceARN, e.queuePrefix)
+				e.Log.ErrorContext(ctx, "invoked with a record of another queue; failing the invocation", "error", err.Error())
+				return events.SQSEventResponse{}, err
+			}
 			q := e.LogicalQueue(r.EventSourceARN)
 			if _, ok := byQueue[q]; !ok {
 				order = append(order, q)

@@ -294,13 +294,15 @@ func (p *Pipeline) send(ctx context.Context, queue, group string, delay time.Dur
 }
 
 // decode reads a message body into v: flat when v reads itself so and can (flatDecoder), else
-// with encoding/json.
+// with encoding/json; then v, a stage message, checks its required fields (strict.go).
 func decode(body []byte, v any) error {
-	if f, ok := v.(flatDecoder); ok && f.decodeFlat(body) {
-		return nil
+	if f, ok := v.(flatDecoder); !ok || !f.decodeFlat(body) {
+		if err := json.Unmarshal(body, v); err != nil {
+			return notify.Wrap(notify.EINVALID, err, "undecodable message body")
+		}
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return notify.Wrap(notify.EINVALID, err, "undecodable message body")
+	if c, ok := v.(checked); ok {
+		return c.check()
 	}
 	return nil
 }
