@@ -72,7 +72,11 @@ func decodeJSON(raw []byte, v any) error {
 		return notify.Errorf(notify.EINVALID, "request body is empty; send a JSON object")
 	}
 	if !utf8.Valid(raw) {
-		return notify.Errorf(notify.EINVALID, "request body is not valid UTF-8 (at byte offset %d)", invalidUTF8At(raw))
+		at := invalidUTF8At(raw)
+		if field := jsonPathAt(raw, at); field != "" {
+			return notify.FieldError(field, "not valid UTF-8 (at byte offset %d of the body)", at)
+		}
+		return notify.Errorf(notify.EINVALID, "request body is not valid UTF-8 (at byte offset %d)", at)
 	}
 	path, keys, dup := scanKeys(raw)
 	if dup {

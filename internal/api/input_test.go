@@ -169,7 +169,7 @@ func TestDecodeIsStrict(t *testing.T) {
 	for _, c := range []struct {
 		name, body, field, msg string
 	}{
-		{"invalid UTF-8", "{\"channels\":[\"push\"],\"content\":{\"title\":\"caf\xe9\",\"body\":\"x\"},\"recipients\":[{\"user_id\":\"u1\"}]}", "", "byte offset 44"},
+		{"invalid UTF-8", "{\"channels\":[\"push\"],\"content\":{\"title\":\"caf\xe9\",\"body\":\"x\"},\"recipients\":[{\"user_id\":\"u1\"}]}", "content.title", "byte offset 44"},
 		{"duplicate key", `{"channels":["push"],"content":{"body":"x"},"recipients":[{"user_id":"u1"}],"channels":["sms"]}`, "channels", "twice"},
 		{"duplicate nested key", `{"channels":["push"],"content":{"body":"x"},"recipients":[{"user_id":"u1"},{"user_id":"u2","user_id":"u3"}]}`, "recipients[1].user_id", "twice"},
 		{"duplicate data key", `{"channels":["push"],"content":{"body":"x","data":{"a":"1","a":"2"}},"recipients":[{"user_id":"u1"}]}`, "content.data.a", "twice"},
@@ -192,7 +192,7 @@ func TestDecodeIsStrict(t *testing.T) {
 	}
 	// Every route decodes the same way.
 	wantError(t, e.do(t, "PUT", "/v1/users/u1/contacts", ordersKey, `{"email":"a@example.com","email":"b@example.com"}`), 400, notify.EINVALID, "email")
-	wantError(t, e.do(t, "PUT", "/v1/users/u1/preferences", ordersKey, "{\"opt_out\":{\"sms\":[\"\xff\"]}}"), 400, notify.EINVALID, "")
+	wantError(t, e.do(t, "PUT", "/v1/users/u1/preferences", ordersKey, "{\"opt_out\":{\"sms\":[\"\xff\"]}}"), 400, notify.EINVALID, "opt_out.sms[0]")
 	wantError(t, e.do(t, "PUT", "/v1/users/u1/preferences", ordersKey, `{"opt_out":{"sms":["*", 3]}}`), 400, notify.EINVALID, "opt_out.sms[1]")
 }
 

@@ -354,6 +354,9 @@ func renderField(f templateField, d map[string]any) (string, error) {
 	if err != nil { // validated when stored; a failure here is a damaged store
 		return "", Wrap(EINTERNAL, err, "stored template field %s does not parse", f.path)
 	}
+	if err := checkDataUse(f.path, "", tmpl.Tags(), []any{d}); err != nil {
+		return "", err
+	}
 	// A section over a long list in the data repeats its text once per item: the output is
 	// capped as it is written, so a small request can't make a huge string before the size
 	// checks see it.

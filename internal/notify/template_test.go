@@ -122,8 +122,8 @@ func TestTemplateRenderMissingVariables(t *testing.T) {
 	}
 
 	// A name looked up inside a section is an error too, not an empty string.
-	s.Channels[notify.ChannelSMS] = notify.Content{Body: "{{#coupon}}{{code}} off{{/coupon}}"}
-	_, err = s.Render(map[string]any{"name": "Tom", "order_id": "A1", "coupon": map[string]any{"value": 10}})
+	s.Channels[notify.ChannelSMS] = notify.Content{Body: "{{#discount}}{{code}} off{{/discount}}"}
+	_, err = s.Render(map[string]any{"name": "Tom", "order_id": "A1", "discount": map[string]any{"value": 10}})
 	wantField(t, err, "template.data.code")
 
 	// Rendered text is checked like sent text: a line break does not belong in a title.
@@ -282,4 +282,31 @@ func TestTemplateRenderOutputIsCapped(t *testing.T) {
 			t.Fatalf("%q: err = %v", body, err)
 		}
 	}
+}
+
+// TestTemplateDataObjectsOnlyInSections: an object or a list written as text ({{coupon}}) is a
+// 400 naming it, never Go's writing of it ("map[value:10]"); in a section, objects and lists
+// of objects render their fields.
+func TestTemplateDataObjectsOnlyInSections(t *testing.T) {
+	s := orderTemplate()
+	for _, v := range []any{map[string]any{"value": 10}, []any{"a", "b"}} {
+		_, err := s.Render(map[string]any{"name": "Tom", "order_id": "A1", "coupon": v})
+		wantField(t, err, "template.data.coupon")
+	}
+	_, err := s.Render(map[string]any{"name": map[string]any{"first": "Tom"}, "order_id": "A1"})
+	wantField(t, err, "template.data.name")
+
+	s.Channels[notify.ChannelSMS] = notify.Content{Body: "{{#items}}{{name}} x{{qty}}, {{/items}}{{#shop}}{{shop.name}}{{/shop}}"}
+	out, err := s.Render(map[string]any{"name": "Tom", "order_id": "A1",
+		"items": []any{map[string]any{"name": "Tea", "qty": 2.0}, map[string]any{"name": "Cup", "qty": 1.0}},
+		"shop":  map[string]any{"name": "Herald Store"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.ChannelContent[notify.ChannelSMS].Body; got != "Tea x2, Cup x1, Herald Store" {
+		t.Fatalf("sms body = %q", got)
+	}
+	s.Channels[notify.ChannelSMS] = notify.Content{Body: "{{#items}}{{.}}{{/items}}"}
+	_, err = s.Render(map[string]any{"name": "Tom", "order_id": "A1", "items": []any{map[string]any{"name": "Tea"}}})
+	wantField(t, err, "template.data.items")
 }
