@@ -129,7 +129,10 @@ type route struct {
 	// QueryKey also takes the bearer key from the access_token query parameter: a browser
 	// cannot set headers on a WebSocket handshake.
 	QueryKey bool
-	handle   func(s *server, w http.ResponseWriter, r *http.Request) error
+	// UserChange is the audit action of a change to a user's shared data (docs/design.md §
+	// "Authorization between services"): made by a service, it is audited, naming the service.
+	UserChange notify.AuditAction
+	handle     func(s *server, w http.ResponseWriter, r *http.Request) error
 }
 
 var routes = []route{
@@ -160,21 +163,21 @@ var routes = []route{
 
 	{Method: "GET", Path: "/v1/users/{user}/devices", handle: (*server).listDevices},
 	{Method: "PUT", Path: "/v1/users/{user}/devices/{token}", handle: (*server).putDevice},
-	{Method: "DELETE", Path: "/v1/users/{user}/devices/{token}", handle: (*server).deleteDevice},
+	{Method: "DELETE", Path: "/v1/users/{user}/devices/{token}", UserChange: notify.AuditUserDeviceDelete, handle: (*server).deleteDevice},
 	{Method: "GET", Path: "/v1/users/{user}/contacts", handle: (*server).getContacts},
-	{Method: "PUT", Path: "/v1/users/{user}/contacts", handle: (*server).putContacts},
+	{Method: "PUT", Path: "/v1/users/{user}/contacts", UserChange: notify.AuditUserContactsPut, handle: (*server).putContacts},
 	{Method: "GET", Path: "/v1/users/{user}/preferences", handle: (*server).getPreferences},
 	{Method: "GET", Path: "/v1/users/{user}/web-push-subscriptions", handle: (*server).listWebPushSubscriptions},
 	{Method: "PUT", Path: "/v1/users/{user}/web-push-subscriptions", handle: (*server).putWebPushSubscription},
-	{Method: "DELETE", Path: "/v1/users/{user}/web-push-subscriptions", handle: (*server).deleteWebPushSubscription},
+	{Method: "DELETE", Path: "/v1/users/{user}/web-push-subscriptions", UserChange: notify.AuditUserWebPushDelete, handle: (*server).deleteWebPushSubscription},
 	{Method: "GET", Path: "/v1/web-push/vapid-public-key", handle: (*server).vapidPublicKeyRoute},
-	{Method: "PUT", Path: "/v1/users/{user}/preferences", handle: (*server).putPreferences},
+	{Method: "PUT", Path: "/v1/users/{user}/preferences", UserChange: notify.AuditUserPreferencesPut, handle: (*server).putPreferences},
 
 	{Method: "GET", Path: "/v1/users/{user}/inbox", EndUser: true, handle: (*server).listInbox},
 	{Method: "GET", Path: "/v1/users/{user}/inbox/unread-count", EndUser: true, handle: (*server).unreadCount},
 	{Method: "POST", Path: "/v1/users/{user}/inbox/read-all", EndUser: true, handle: (*server).markAllRead},
 	{Method: "POST", Path: "/v1/users/{user}/inbox/{id}/read", EndUser: true, handle: (*server).markRead},
-	{Method: "DELETE", Path: "/v1/users/{user}/inbox/{id}", EndUser: true, handle: (*server).deleteInboxItem},
+	{Method: "DELETE", Path: "/v1/users/{user}/inbox/{id}", EndUser: true, UserChange: notify.AuditUserInboxDelete, handle: (*server).deleteInboxItem},
 	{Method: "GET", Path: "/v1/users/{user}/inbox/stream", EndUser: true, QueryKey: true, handle: (*server).inboxStream},
 
 	{Method: "GET", Path: "/v1/admin/queues", handle: (*server).listQueues},
@@ -432,10 +435,34 @@ func (s *server) endpoint(rt route) http.Handler {
 				return
 			}
 		}
-		if err := rt.handle(s, w, r); err != nil {
+		err := rt.handle(s, w, r)
+		if rt.UserChange != "" && infoOf(r).user == "" {
+			s.audit(w, r, rt.UserChange, notify.AuditTargetUser, r.PathValue("user"), userChangeParams(r), &err)
+		}
+		if err != nil {
 			s.writeError(w, r, err)
 		}
 	})
+}
+
+// userChangeParams are an audited change's parameters from its path and query: the device
+// token masked (under "device": a parameter named token is never kept), the subscription's id,
+// the inbox item.
+func userChangeParams(r *http.Request) map[string]string {
+	p := map[string]string{}
+	if t := r.PathValue("token"); t != "" {
+		p["device"] = notify.MaskToken(t)
+	}
+	if id := r.PathValue("id"); id != "" {
+		p["item"] = id
+	}
+	q := r.URL.Query()
+	if id := q.Get("id"); id != "" {
+		p["subscription"] = id
+	} else if ep := q.Get("endpoint"); ep != "" {
+		p["subscription"] = notify.WebPushID(ep)
+	}
+	return p
 }
 
 func (s *server) principal(r *http.Request) (Principal, error) {

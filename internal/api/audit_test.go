@@ -215,3 +215,33 @@ func TestAuditUploadAndRearm(t *testing.T) {
 		t.Errorf("the log holds a user id of the upload: %s", rec.Body)
 	}
 }
+
+// TestAuditRecordsServicesChangingSharedUserData: a user's devices, contacts, preferences, web
+// push subscriptions and inbox are shared by every service of the deployment; each change one
+// makes (a device registration aside) is audited under the service and the user, a token
+// masked. A device registration is not.
+func TestAuditRecordsServicesChangingSharedUserData(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit)
+	wantStatus(t, e.do(t, "PUT", "/v1/users/u7/devices/fcm-token-u7-0001", ordersKey, map[string]any{"platform": "fcm"}), http.StatusOK)
+	e.clock.Advance(time.Second)
+	wantStatus(t, e.do(t, "DELETE", "/v1/users/u7/devices/fcm-token-u7-0001", billingKey, nil), http.StatusNoContent)
+	e.clock.Advance(time.Second)
+	wantStatus(t, e.do(t, "PUT", "/v1/users/u7/contacts", billingKey, map[string]any{"email": "u7@example.com"}), http.StatusOK)
+	e.clock.Advance(time.Second)
+	wantStatus(t, e.do(t, "PUT", "/v1/users/u7/preferences", billingKey, map[string]any{"opt_out": map[string]any{"sms": []string{"*"}}}), http.StatusOK)
+	got := auditEntries(t, e, "")
+	want := []notify.AuditAction{notify.AuditUserPreferencesPut, notify.AuditUserContactsPut, notify.AuditUserDeviceDelete}
+	if len(got.Entries) != len(want) {
+		t.Fatalf("%d entries %+v, want %v", len(got.Entries), got.Entries, want)
+	}
+	for i, w := range want {
+		g := got.Entries[i]
+		if g.Action != w || g.Actor != "billing" || g.TargetType != notify.AuditTargetUser || g.TargetID != "u7" || g.Result != notify.AuditResultOK {
+			t.Errorf("entry %d = %+v, want %s by billing on user u7", i, g, w)
+		}
+	}
+	if tok := got.Entries[2].Params["device"]; tok == "" || strings.Contains(tok, "fcm-token-u7-0001") {
+		t.Errorf("device delete params %v, want the token masked", got.Entries[2].Params)
+	}
+}

@@ -39,6 +39,14 @@ const (
 	AuditExportCreate           AuditAction = "export.create"   // params: kind, format, filter fields, unmasked
 	AuditExportDownload         AuditAction = "export.download" // a signed link was used
 	AuditExportCancel           AuditAction = "export.cancel"
+	// A service's change to a user's data, which every service of the deployment shares
+	// (docs/design.md, "Authorization between services"). Device registrations are not among
+	// them: an app registers its token again on every start.
+	AuditUserDeviceDelete   AuditAction = "user.device.delete"
+	AuditUserWebPushDelete  AuditAction = "user.web_push.delete"
+	AuditUserContactsPut    AuditAction = "user.contacts.put"
+	AuditUserPreferencesPut AuditAction = "user.preferences.put"
+	AuditUserInboxDelete    AuditAction = "user.inbox.delete"
 )
 
 // Bounds of an entry's fields.
@@ -55,6 +63,7 @@ var AuditActions = []AuditAction{
 	AuditQueueRedrive, AuditDeadLetterRedrive, AuditDeadLetterDelete, AuditNotificationCancel, AuditNotificationReschedule,
 	AuditCampaignCancel, AuditCampaignPause, AuditCampaignResume, AuditCampaignReschedule,
 	AuditAudienceListUpload, AuditSchedulesRearm, AuditExportCreate, AuditExportDownload, AuditExportCancel,
+	AuditUserDeviceDelete, AuditUserWebPushDelete, AuditUserContactsPut, AuditUserPreferencesPut, AuditUserInboxDelete,
 }
 
 // Known reports whether a is one of AuditActions.
@@ -68,6 +77,7 @@ const (
 	AuditTargetAudienceList = "audience_list"
 	AuditTargetSchedules    = "schedules"
 	AuditTargetExport       = "export"
+	AuditTargetUser         = "user"
 )
 
 // ActorKind says who an audit entry's Actor is.
