@@ -72,8 +72,6 @@ func TestSendEveryRule(t *testing.T) {
 	}{
 		{"accepted, E.164", talk("1", "+821012345678", "ORDER_SHIPPED"), "", "", "01012345678"},
 		{"accepted, dashed", talk("2", "010-2222-3333", "ORDER_SHIPPED"), "", "", "01022223333"},
-		{"not a KakaoTalk user", talk("3", "+821055550001", "ORDER_SHIPPED"), notify.EUNREACHABLE, "3104", ""},
-		{"blocked the channel", talk("4", "010-5555-0002", "ORDER_SHIPPED"), notify.EUNREACHABLE, "3107", ""},
 		{"template mismatch", talk("5", "01012340005", "ORDER_mismatch"), notify.EREJECTED, "1043", ""},
 		{"template not registered", talk("6", "01012340006", "unregistered_T"), notify.EREJECTED, "1042", ""},
 		{"bad sender key", bad, notify.EREJECTED, "1041", ""},

@@ -24,13 +24,14 @@ import (
 // 400 {"errorCode": "ValidationError"} for a malformed request, per-message refusals in
 // failedMessageList with Solapi's status codes, and accepted messages in messageList.
 //
-// Solapi learns Kakao's verdict on a recipient (3104 not a KakaoTalk user, 3107 blocked,
-// 3103 template mismatch) after it answered, and reports it later in its message list
-// (GET /messages/v4/list). The fake does both: numbers ending 0001 and 0002 get their verdict at
-// once in failedMessageList, and numbers ending 0011 and 0012 get it late — accepted (2000) in
-// messageList, then still pending (3000) in the list's first report, and 3104 / 3107 from the
-// second on; 0010 is delivered late the same way (4000 from the second report). Every other
-// accepted message is reported delivered (4000) from the first report. The list takes
+// Solapi learns Kakao's verdict on a recipient (3104 not a KakaoTalk user, 3107 blocked)
+// after it answered, and reports it later in its message list (GET /messages/v4/list); what it
+// refuses at send time is the request's own fault (1xxx: a template id it does not know, 1042,
+// text that differs from the template, 1043). The fake does the same: numbers ending 0001 or
+// 0011 and 0002 or 0012 are accepted (2000) in messageList, reported still pending (3000) in the
+// list's first report, and 3104 / 3107 from the second on; 0010 is delivered late the same way
+// (4000 from the second report). Every other accepted message is reported delivered (4000) from
+// the first report. The list takes
 // messageIds (repeated, as Solapi's SDKs send it), messageId, groupId, to, type, and
 // startDate/endDate (ISO 8601, on dateCreated) as Solapi's SDKs send them, or the documented
 // criteria=messageId|groupId|to|type&cond=eq&value=…; limit (default 20) and startKey page it in
@@ -74,9 +75,9 @@ func alimtalkLate(to string) string {
 	switch {
 	case strings.HasSuffix(to, "0010"):
 		return "4000"
-	case strings.HasSuffix(to, "0011"):
+	case strings.HasSuffix(to, "0001"), strings.HasSuffix(to, "0011"):
 		return "3104"
-	case strings.HasSuffix(to, "0012"):
+	case strings.HasSuffix(to, "0002"), strings.HasSuffix(to, "0012"):
 		return "3107"
 	}
 	return ""
@@ -502,10 +503,6 @@ func (s *Server) alimtalkVerdict(m alimtalkMessage) (code, text string) {
 		return "1042", "유효한 템플릿 아이디가 아닙니다."
 	case strings.Contains(ko.TemplateID, "mismatch"):
 		return "1043", "템플릿 내용과 메시지 내용이 일치하지 않습니다."
-	case strings.HasSuffix(m.To, "0001"):
-		return "3104", "카카오톡 미사용자"
-	case strings.HasSuffix(m.To, "0002"):
-		return "3107", "72시간 이내 카카오톡 미사용자, 알림톡 차단한 사용자"
 	}
 	return "2000", "정상 접수(이통사로 접수 예정) "
 }

@@ -22,10 +22,10 @@ import (
 //	phone +15005550009                       Twilio 400 code 21614 (not a mobile number)
 //	phone +1500555429N (N = 1..9)            Twilio 429 code 20429 for the first N attempts, then accepted
 //	Twilio password starting with "invalid"  401 code 20003 (authentication failed)
-//	AlimTalk phone ending 0001               Solapi 3104 (not a KakaoTalk user: fall back to SMS)
-//	AlimTalk phone ending 0002               Solapi 3107 (blocked AlimTalk, or no KakaoTalk in 72 hours)
-//	AlimTalk phone ending 0011 / 0012        accepted (2000), then 3104 / 3107 late: the message list reports
-//	                                         3000 (pending) first, the verdict from its second report on
+//	AlimTalk phone ending 0001 or 0011       accepted (2000), then Kakao's 3104 (not a KakaoTalk user: fall
+//	                                         back to SMS) late: the message list reports 3000 (pending) first,
+//	                                         the verdict from its second report on, as Solapi does
+//	AlimTalk phone ending 0002 or 0012       the same with 3107 (blocked AlimTalk, or no KakaoTalk in 72 hours)
 //	AlimTalk phone ending 0010               accepted, then delivered late (3000 first, then 4000); every
 //	                                         other accepted AlimTalk is listed 4000 (received) at once
 //	AlimTalk phone 0105555429N / 0105555503N 429 / 503 for the first N attempts, then accepted
