@@ -3,8 +3,10 @@ package local
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
+	"herald/internal/netguard"
 	"herald/internal/notify"
 	"herald/internal/slack"
 )
@@ -30,8 +32,11 @@ func (r *Runtime) startAlerts(o *Options) *slack.Notifier {
 	if url == "" {
 		return nil
 	}
+	// A webhook on a private, link-local or metadata address is never posted to (netguard), as
+	// in AWS; loopback only where the sandbox is, whose fake Slack is on this machine.
+	client := &http.Client{Timeout: 5 * time.Second, Transport: netguard.Policy{AllowLoopback: r.Sandbox != nil}.Transport()}
 	n := slack.NewNotifier(slack.Config{
-		WebhookURL: url, Window: o.AlertFold, Logger: o.Logger,
+		WebhookURL: url, Window: o.AlertFold, Logger: o.Logger, Client: client,
 		Options: slack.Options{ConsoleURL: sc.ConsoleURL, CampaignFinished: sc.CampaignFinished},
 	})
 	// Queued posts get a moment to go out before the sandbox (closed after this) stops.
