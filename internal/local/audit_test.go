@@ -92,7 +92,13 @@ func TestAuditLogRecordsOperatorActions(t *testing.T) {
 	if en := find(notify.AuditQueueRedrive, "ingest-demo"); en.TargetType != notify.AuditTargetQueue || en.Params["moved"] != "1" {
 		t.Errorf("redrive entry %+v", en)
 	}
-	if len(page.Entries) != 4 || page.Entries[0].Action != notify.AuditCampaignCancel || page.Entries[3].Action != notify.AuditQueueRedrive {
+	// The contacts were replaced by a service: a change to a user's shared data, audited too (the
+	// device registration is not).
+	if en := find(notify.AuditUserContactsPut, "alice"); en.Actor != "demo" || en.TargetType != notify.AuditTargetUser {
+		t.Errorf("contacts entry %+v", en)
+	}
+	if len(page.Entries) != 5 || page.Entries[0].Action != notify.AuditCampaignCancel || page.Entries[3].Action != notify.AuditQueueRedrive ||
+		page.Entries[4].Action != notify.AuditUserContactsPut {
 		t.Errorf("entries not newest first: %s", raw)
 	}
 	for _, s := range []string{email, phone, token, "audit-alice", "5550123"} {
