@@ -27,10 +27,14 @@ test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS ada
 	echo "==> go test (DynamoDB Local at $$ep; the herald and function binaries from $(TESTBIN))"; \
 	HERALD_CHROMIUM=$$($(CHROMIUM_FIND)) HERALD_SCREENSHOTS=$(TESTBIN)/screenshots \
 	HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) HERALD_ASL_VALIDATOR=$(ASL_VALIDATE) HERALD_BIN=$(TESTBIN)/herald HERALD_FUNCTIONS_BIN=$(TESTBIN)/fn \
-	$(GO) test -vet=off -count=1 -timeout 30m ./...; \
+	$(GO) test -vet=off -count=1 -timeout 30m -skip '^TestContract' ./...; \
+	echo "==> the producer clients' contract suite (each case, client and transport)"; \
+	set -o pipefail; HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_CHROMIUM= $(GO) test -vet=off -count=1 -v -run '^TestContract' ./clients/contract/ | grep -E '^(contract:|ok|FAIL|--- FAIL|panic)|_test.go:'; \
 	echo "==> idempotency key races under the race detector (both stores, the API on SQLite and on DynamoDB)"; \
 	HERALD_DYNAMODB_ENDPOINT=$$ep $(GO) test -vet=off -count=1 -race -run 'TestStore/ClaimKey' ./internal/sqlite/ ./internal/ddb/; \
-	HERALD_DYNAMODB_ENDPOINT=$$ep $(GO) test -vet=off -count=1 -race -run 'TestKeyRace|TestRacingRequests' ./internal/awsenv/ ./internal/local/
+	HERALD_DYNAMODB_ENDPOINT=$$ep $(GO) test -vet=off -count=1 -race -run 'TestKeyRace|TestRacingRequests' ./internal/awsenv/ ./internal/local/; \
+	echo "==> the Go client (clients/go, its own module)"; \
+	(cd clients/go && $(GO) vet ./... && $(GO) test -count=1 -race ./...)
 	@echo "==> CDK assertion tests and cdk-nag (infra/, its own module)"
 	@$(MAKE) --no-print-directory test-infra
 	@$(MAKE) --no-print-directory e2e-aws

@@ -32,7 +32,10 @@ require (
 	modernc.org/sqlite v1.62.0
 )
 
-require github.com/cbroglie/mustache v1.4.2
+require (
+	github.com/cbroglie/mustache v1.4.2
+	herald/clients/go v0.0.0-00010101000000-000000000000
+)
 
 require (
 	github.com/chromedp/sysutil v1.1.0 // indirect
@@ -122,3 +125,5 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+replace herald/clients/go => ./clients/go
