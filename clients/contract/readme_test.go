@@ -1,0 +1,97 @@
+package contract
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"herald/internal/awsenv/awsenvtest"
+	"herald/internal/notify"
+)
+
+// readmeExamples are the Go examples of the README's "Sending from your service", by name
+// (a block opening "// example: <name>").
+func readmeExamples(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, m := range regexp.MustCompile("(?s)```go\n// example: ([a-z-]+)\n(.*?)```").FindAllStringSubmatch(string(raw), -1) {
+		out[m[1]] = m[2]
+	}
+	return out
+}
+
+// runExample writes an example as a program of this module (under testdata, which no ./...
+// pattern builds) and runs it with env; it returns what it printed.
+func runExample(t *testing.T, name, src string, env ...string) string {
+	t.Helper()
+	dir := filepath.Join("testdata", "readme", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "run", "./"+filepath.ToSlash(dir))
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("example %s: %v\n%s", name, err, out)
+	}
+	return string(out)
+}
+
+// TestContractREADMEExamples runs the README's Go examples: over HTTP against `herald dev`'s
+// runtime (its address for 127.0.0.1:8080), and over SQS against the AWS runtime's ingest queue.
+func TestContractREADMEExamples(t *testing.T) {
+	ex := readmeExamples(t)
+	if len(ex) != 2 || ex["go-http"] == "" || ex["go-sqs"] == "" {
+		t.Fatalf("README examples %v, want go-http and go-sqs", keys(ex))
+	}
+	report(t, "go", "http", "README example", func(t *testing.T) {
+		rt := startLocal(t)
+		out := runExample(t, "go-http", strings.ReplaceAll(ex["go-http"], "http://127.0.0.1:8080", rt.URL))
+		if !strings.HasPrefix(out, "accepted n_") {
+			t.Fatalf("the example printed %q", out)
+		}
+		id := strings.TrimSpace(strings.TrimPrefix(out, "accepted "))
+		deadline := time.Now().Add(20 * time.Second)
+		for len(rt.Sandbox.Recorder.List("fcm", "fcm-alice-phone-0001")) != 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the example's notification %s never reached alice's phone", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	report(t, "go", "sqs", "README example", func(t *testing.T) {
+		w := awsenvtest.Setup(t) // its environment (the SQS endpoint, credentials) is the example's too
+		src := strings.Replace(ex["go-sqs"], `"orders"`, `"demo"`, 1)
+		out := runExample(t, "go-sqs", src, "HERALD_INGEST_QUEUE_URL="+w.URLBase+notify.IngestQueue("demo"))
+		if want := "queued " + notify.NotificationIDFor("demo", "order-1001-shipped", time.Now()); strings.TrimSpace(out) != want {
+			t.Fatalf("the example printed %q, want %q", out, want)
+		}
+		ev := w.Receive(notify.IngestQueue("demo"), 1)
+		if len(ev.Records) != 1 || !strings.Contains(ev.Records[0].Body, `"idempotency_key":"order-1001-shipped"`) {
+			t.Fatalf("the queue holds %+v", ev.Records)
+		}
+	})
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
