@@ -72,6 +72,8 @@ bench: build tools ## print figures: single sends end to end (rates, backlog, ro
 	echo "==> functions under aws-lambda-rie"; \
 	HERALD_FUNCTION_BENCH=1 HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) $(GO) test -count=1 -run TestReportInitAndSize -v ./functions/ | grep -v '^=== \|^--- \|^PASS\|^ok\|INFO'
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/sqlite/ ./internal/apns/ ./internal/api/
+	@echo "==> the Go producer client to the SQS fake: 20,000 sends from 50 callers (msgs/s, CPU per 10,000 messages)"
+	$(GO) test -run '^$$' -bench 'GoClientSQS' -benchtime 20000x ./clients/contract/
 	$(GO) test -run '^$$' -bench 'FCMSend$$' -benchtime 3x ./internal/fcm/
 	@echo "==> single FCM pushes from 50 callers: the sender against the raw SDK's multicast of one token"
 	$(GO) test -run '^$$' -bench 'FCMSendOne' -benchtime 20000x ./internal/fcm/

@@ -22,6 +22,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	herald "herald/clients/go"
 	"herald/internal/cost"
 	"herald/internal/notify"
 )
@@ -63,6 +64,7 @@ const (
 	TitleAPIBatch     = "transactional (HTTP API batch of 10, push+inbox)"
 	TitleFanOut       = "transactional fan-out (SQS producer, push, up to 1,000 users a request, realtime lane)"
 	TitleCampaign     = "marketing campaign (app_devices, bulk lane, push)"
+	TitleClient       = "transactional (producer client, SQS batch, push+inbox)"
 )
 
 // fanOutUsers is how many users one request of the fan-out scenario names.
@@ -236,6 +238,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return err
 		}
 		return x.Run(ctx)
+	}); err != nil {
+		return nil, err
+	}
+
+	// (a) the push+inbox sends again through the Go producer client (clients/go): its background
+	// batcher gathers callers' sends into SendMessageBatch calls of up to 10.
+	if err := measure(TitleClient, o.Sends, func(ctx context.Context) error {
+		q := herald.NewSQS(w.sqs, w.queueURL(notify.IngestQueue(service)), service, herald.SQSOptions{})
+		err := parallel(o.Sends, 16, func(i int) error {
+			r := sendRequest(fmt.Sprintf("cost-%d-c-%d", run, i), i, "push", "inbox")
+			_, err := q.Send(ctx, &herald.SendRequest{IdempotencyKey: r["idempotency_key"].(string),
+				Channels:   []herald.Channel{herald.Push, herald.Inbox},
+				Content:    &herald.Content{Title: "Your order shipped", Body: fmt.Sprintf("Order #%d is on its way.", 1000+i)},
+				Recipients: []herald.Recipient{{UserID: userID("cost-user", i)}}})
+			return err
+		})
+		return errors.Join(err, q.Close(ctx))
 	}); err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func TestRunSmall(t *testing.T) {
 	var out bytes.Buffer
 	res.Print(&out, cost.USEast1)
 	t.Logf("\n%s", out.String())
-	if len(res.Scenarios) != 7 {
+	if len(res.Scenarios) != 8 {
 		t.Fatalf("%d scenarios", len(res.Scenarios))
 	}
 	for _, s := range res.Scenarios {
