@@ -100,7 +100,7 @@ func TestAlertsHandler(t *testing.T) {
 		t.Fatalf("%d posts, want 2: %v", len(got), got)
 	}
 	for _, want := range []string{"Message dead-lettered on `send-realtime`", "send: body is not a send batch",
-		"https://herald.example.com/console#/dead-letters/send-realtime"} {
+		"https://herald.example.com/console#/queues/send-realtime"} {
 		if !strings.Contains(got[0], want) {
 			t.Errorf("post lacks %q: %s", want, got[0])
 		}

@@ -92,7 +92,7 @@ type SlackAlerts struct {
 	WebhookURL       string `yaml:"webhook_url"`        // local only: the URL holds the secret in its path
 	WebhookURLSecret string `yaml:"webhook_url_secret"` // Secrets Manager name (AWS) holding the webhook URL
 	// ConsoleURL is the base URL of the operator console that posts link to
-	// (<console_url>/console#/dead-letters/<queue>); locally the API's URL when unset.
+	// (<console_url>/console#/queues/<queue>); locally the API's URL when unset.
 	ConsoleURL       string `yaml:"console_url"`
 	CampaignFinished bool   `yaml:"campaign_finished"` // also post campaign_finished
 }

@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"herald/internal/config"
 	"herald/internal/notify"
@@ -90,7 +93,7 @@ func TestDeadLetterIsPostedToSlack(t *testing.T) {
 		"Message dead-lettered on `ingest-demo`", // the queue
 		"*Error code*\\ninvalid",
 		"ingest: body is not a SendRequest",                    // the reason, as the DLQ records it
-		e.rt.URL + "/console#/dead-letters/ingest-demo",        // the console link
+		e.rt.URL + "/console#/queues/ingest-demo",        // the console link
 		"Payload (masked)", "s***@example.com", "+15*******23", // masked, not absent
 	} {
 		if !strings.Contains(body, want) {
@@ -247,4 +250,33 @@ func TestProviderAuthFailsAtOnceWithAnAlert(t *testing.T) {
 			t.Errorf("%d Slack alerts for %s, want 1 (all: %v)", alerted[p], p, alerted)
 		}
 	}
+}
+
+// TestSlackAlertLinkOpensTheDeadLetters crosses the seam between an alert and the console: the
+// link a dead-letter alert carries, opened in a browser, shows that queue's dead letters — the
+// poison message among them — not "Not found".
+func TestSlackAlertLinkOpensTheDeadLetters(t *testing.T) {
+	e := startAlerting(t, config.Dev(), 0)
+	_, run, shot := browserTab(t, 1200, 800, "alert-link-")
+	e.poison(1)
+	waitFor(t, func() bool { return len(e.rt.Sandbox.SlackPosts()) > 0 })
+	link := regexp.MustCompile(`https?://[^\s"<>|\\]+/console#/[^\s"<>|\\]+`).FindString(string(e.rt.Sandbox.SlackPosts()[0].Body))
+	if link == "" {
+		t.Fatalf("the alert carries no console link: %s", e.rt.Sandbox.SlackPosts()[0].Body)
+	}
+	dead := mustPeek(t, e, notify.DLQName(notify.IngestQueue("demo")))
+	if len(dead) != 1 {
+		t.Fatalf("%d dead letters, want the poison one", len(dead))
+	}
+	var text string
+	run("open the alert's link", chromedp.Navigate(link), chromedp.WaitVisible("#key"),
+		chromedp.SendKeys("#key", "dev-demo-key"), chromedp.Click(`#key-form button`),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-id=%q]`, dead[0].ID)), chromedp.Text("#page", &text, chromedp.ByQuery))
+	shot("dead-letters")
+	if strings.Contains(text, "Not found") || !strings.Contains(text, "ingest-demo") {
+		t.Fatalf("the alert's link %s shows %q", link, text)
+	}
+	// A link of an alert posted before the route was named #/queues/… still lands there.
+	old := strings.Replace(link, "#/queues/", "#/dead-letters/", 1)
+	run("open an old link", chromedp.Navigate(old), chromedp.WaitVisible(fmt.Sprintf(`tr[data-id=%q]`, dead[0].ID)))
 }

@@ -45,7 +45,7 @@ func mrkdwn(s string) Text { return Text{Type: "mrkdwn", Text: s} }
 // Options choose what is posted and how it links.
 type Options struct {
 	// ConsoleURL is the operator console's base URL; dead letters link to
-	// <ConsoleURL>/console#/dead-letters/<queue>. Empty: no link.
+	// <ConsoleURL>/console#/queues/<queue>, the console's page of its dead letters. Empty: no link.
 	ConsoleURL string
 	// CampaignFinished posts campaign_finished too (off by default: routine).
 	CampaignFinished bool
@@ -169,7 +169,7 @@ func consoleLink(base, queue string) string {
 	if base == "" || queue == "" {
 		return ""
 	}
-	return strings.TrimRight(base, "/") + "/console#/dead-letters/" + url.PathEscape(queue)
+	return strings.TrimRight(base, "/") + "/console#/queues/" + url.PathEscape(queue)
 }
 
 // detail is e.Detail[k] as masked text; lists are joined with commas.

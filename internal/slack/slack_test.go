@@ -42,7 +42,7 @@ func TestBuild(t *testing.T) {
 	}{
 		{name: "dead letter", e: deadLetter("send-realtime"), o: o, want: []string{
 			"Message dead-lettered on `send-realtime`", "bad recipient a***@example.com", "*Error code*\\ninvalid", "`m-1`", "n-1",
-			"https://herald.example.com/console#/dead-letters/send-realtime", "Payload (masked)", "herald-prod",
+			"https://herald.example.com/console#/queues/send-realtime", "Payload (masked)", "herald-prod",
 			"\\u0026lt;@channel\\u0026gt;", // a mention in a reason is escaped, never live
 		}},
 		{name: "dead letter folded, no console", e: deadLetter("ingest-orders"), folded: 37, want: []string{
@@ -102,7 +102,7 @@ func TestSummary(t *testing.T) {
 	t.Parallel()
 	m := Summary(deadLetter("send-bulk"), Options{ConsoleURL: "http://127.0.0.1:8080"}, 49)
 	b, _ := json.Marshal(m)
-	for _, w := range []string{"49 more messages dead-lettered on `send-bulk`", "/console#/dead-letters/send-bulk"} {
+	for _, w := range []string{"49 more messages dead-lettered on `send-bulk`", "/console#/queues/send-bulk"} {
 		if !strings.Contains(string(b), w) {
 			t.Errorf("summary lacks %q: %s", w, b)
 		}

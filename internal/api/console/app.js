@@ -440,6 +440,7 @@ async function sandboxPage(main) {
 const pages = [
   [/^\/queues$/, queuesPage],
   [/^\/queues\/([^/]+)$/, deadLettersPage],
+  [/^\/dead-letters\/([^/]+)$/, deadLettersPage], // links of alerts posted before they named #/queues/<queue>
   [/^\/notifications$/, notificationsPage],
   [/^\/notifications\/([^/]+)$/, notificationPage],
   [/^\/campaigns$/, campaignsPage],
