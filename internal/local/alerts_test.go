@@ -93,7 +93,7 @@ func TestDeadLetterIsPostedToSlack(t *testing.T) {
 		"Message dead-lettered on `ingest-demo`", // the queue
 		"*Error code*\\ninvalid",
 		"ingest: body is not a SendRequest",                    // the reason, as the DLQ records it
-		e.rt.URL + "/console#/queues/ingest-demo",        // the console link
+		e.rt.URL + "/console#/queues/ingest-demo",              // the console link
 		"Payload (masked)", "s***@example.com", "+15*******23", // masked, not absent
 	} {
 		if !strings.Contains(body, want) {

@@ -199,7 +199,7 @@ describe("HTTP send", () => {
     const s = await herald((r) => {
       calls++;
       const n = (JSON.parse(r.body) as { notifications: SendRequest[] }).notifications;
-      if (calls === 3) return errorReply(400, "invalid", "not an email address", "notifications[4].recipients[0].email");
+      if (calls === 4) return errorReply(400, "invalid", "not an email address", "notifications[4].recipients[0].email");
       return { status: 202, body: { notifications: n.map((x) => ({ id: `n_${x.idempotency_key}`, status: "ACCEPTED" })) } };
     });
     const client = apiKeyClient(s.url);
@@ -209,7 +209,7 @@ describe("HTTP send", () => {
     assert.equal(res[73]!.id, "n_k73");
     assert.deepEqual(s.requests.map((r) => (JSON.parse(r.body) as { notifications: unknown[] }).notifications.length), [50, 50]);
     assert.ok(s.requests.every((r) => r.path === "/v1/notifications/batch"));
-    // Third call fails: its notifications[4] is the caller's notifications[54].
+    // The fourth call (the second of this batch) fails: its notifications[4] is the caller's notifications[54].
     await assert.rejects(client.sendBatch(Array.from({ length: 60 }, (_, i) => sendRequest(`b${i}`))), (e: unknown) => {
       assert.ok(e instanceof HeraldError);
       assert.equal(e.field, "notifications[54].recipients[0].email");
