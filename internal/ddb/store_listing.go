@@ -26,7 +26,11 @@ func (s *Store) ListNotifications(ctx context.Context, f notify.NotificationFilt
 		return nil, "", wrapErr(op, err)
 	}
 	e := newExpr()
-	filter := e.n(attrSK) + " = " + e.s(skNotification) + " AND " + e.n("status") + " <> " + e.s(string(notify.StatusDispatching))
+	// A campaign's notification (its counters, pages and state live beside it) is the campaign's,
+	// listed by ListCampaigns: campaign ids start c_.
+	filter := e.n(attrSK) + " = " + e.s(skNotification) + " AND " + e.n("status") + " <> " + e.s(string(notify.StatusDispatching)) +
+		" AND NOT begins_with(" + e.n("id") + ", " + e.s(notify.CampaignIDPrefix) + ")"
+
 	for _, c := range []struct{ attr, v string }{{"service", f.Service}, {"idempotency_key", f.IdempotencyKey}} {
 		if c.v != "" {
 			filter += " AND " + e.n(c.attr) + " = " + e.s(c.v)

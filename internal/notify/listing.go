@@ -30,7 +30,8 @@ type NotificationSummary struct {
 // a page may hold fewer than limit — even none — while next is not "" (a DynamoDB scan bounds
 // its work per call), entries come in an order stable across calls, each once per listing, and
 // the cursor is opaque (EINVALID when the adapter did not produce it). It reads the whole table
-// across a listing's pages: an operator's tool, not a service route.
+// across a listing's pages: an operator's tool, not a service route. A campaign's notification
+// is never listed: campaigns have their own listing (and their own page in the console).
 type NotificationLister interface {
 	ListNotifications(ctx context.Context, f NotificationFilter, cursor string, limit int) (page []NotificationSummary, next string, err error)
 }

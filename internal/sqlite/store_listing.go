@@ -30,7 +30,8 @@ func (s *Store) ListNotifications(ctx context.Context, f notify.NotificationFilt
 	rows, err := s.db.R.QueryContext(ctx, `SELECT id, service, idempotency_key, status,
 			coalesce(json_extract(CAST(doc AS TEXT), '$.category'), ''), created_at
 		FROM notifications
-		WHERE status != ?1 AND (?2 = '' OR status = ?2) AND (?3 = '' OR service = ?3)
+		WHERE status != ?1 AND NOT EXISTS (SELECT 1 FROM campaigns c WHERE c.id = notifications.id)
+			AND (?2 = '' OR status = ?2) AND (?3 = '' OR service = ?3)
 			AND (?4 = '' OR idempotency_key = ?4)
 			AND (?5 = '' OR coalesce(json_extract(CAST(doc AS TEXT), '$.category'), '') = ?5)
 			AND created_at >= ?6 AND created_at < ?7

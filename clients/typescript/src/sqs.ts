@@ -325,7 +325,11 @@ export class SqsTransport implements Sender {
       }
       // An entry the answer does not mention: not known to be on the queue, so sent again.
       for (const e of byId.values()) this.retryEntry(e, "missing from the SendMessageBatch answer");
+    } catch (err) {
+      // Not expected; whatever happened, no entry is left without an outcome (below).
+      for (const e of batch) if (e.state === "inflight") this.retryEntry(e, describeAwsError(err), err);
     } finally {
+      for (const e of batch) if (e.state === "inflight") this.retryEntry(e, "no outcome from SendMessageBatch");
       this.inFlight--;
       this.pump();
     }

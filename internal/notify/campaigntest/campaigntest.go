@@ -174,6 +174,34 @@ var cases = []campaignCase{
 			t.Fatalf("second CreateCampaign created=%v audience=%+v, want the stored one", created, again.Audience)
 		}
 	}},
+	{"NotificationListingsOmitCampaigns", func(t *testing.T, s Store) {
+		ctx := t.Context()
+		l, ok := s.(notify.NotificationLister)
+		if !ok {
+			t.Skipf("%T lists no notifications", s)
+		}
+		c := mustCreate(t, s, newCampaign("c_listed"))
+		noErr(t, s.SetNotificationStatus(ctx, c.ID, notify.StatusSent)) // an ended campaign
+		_, _, err := s.CreateNotification(ctx, &notify.Notification{ID: "n_listed", Service: "marketing",
+			Category: notify.CategoryTransactional, Channels: []notify.Channel{notify.ChannelPush},
+			Recipients: []notify.Recipient{{UserID: "u"}}, Status: notify.StatusSent, CreatedAt: t0, UpdatedAt: t0})
+		noErr(t, err)
+		var ids []string
+		cursor := ""
+		for range 100 {
+			page, next, err := l.ListNotifications(ctx, notify.NotificationFilter{}, cursor, 10)
+			noErr(t, err)
+			for _, n := range page {
+				ids = append(ids, n.ID)
+			}
+			if cursor = next; cursor == "" {
+				break
+			}
+		}
+		if len(ids) != 1 || ids[0] != "n_listed" {
+			t.Fatalf("listed %v, want the notification alone: a campaign is listed as a campaign", ids)
+		}
+	}},
 	{"FingerprintRoundTrips", func(t *testing.T, s Store) {
 		c := newCampaign("c_fingerprint")
 		c.Fingerprint = "f-first"
