@@ -177,3 +177,26 @@ func mustPeek(t *testing.T, e *env, queue string) []notify.Message {
 	}
 	return msgs
 }
+
+// TestConsoleFailedPageReplacesThePrevious: a page that cannot load (an unknown notification id)
+// replaces the page before it with what went wrong, and a 404 is not fetched again and again.
+func TestConsoleFailedPageReplacesThePrevious(t *testing.T) {
+	e := setup(t)
+	_, run, shot := browserTab(t, 1200, 800, "failed-page-")
+	var text string
+	run("sign in", chromedp.Navigate(e.rt.URL+"/console"), chromedp.WaitVisible("#key"),
+		chromedp.SendKeys("#key", "dev-demo-key"), chromedp.Click(`#key-form button`),
+		chromedp.WaitVisible(`tr[data-queue="ingest-demo"]`))
+	run("an unknown notification", chromedp.Navigate(e.rt.URL+"/console#/notifications/n_nosuchnotification00000000"),
+		chromedp.WaitVisible(`#page p[role="alert"]`), chromedp.Text("#page", &text, chromedp.ByQuery))
+	shot("not-found")
+	if !strings.Contains(text, "Not found") || strings.Contains(text, "ingest-demo") {
+		t.Fatalf("the failed page shows %q: want its error, and nothing of the queues page before it", text)
+	}
+	time.Sleep(5500 * time.Millisecond) // the console used to fetch a failed page again every 5 s
+	var fetched int
+	run("count fetches", chromedp.Evaluate(`performance.getEntriesByType("resource").filter(r => r.name.includes("n_nosuchnotification")).length`, &fetched))
+	if fetched != 1 {
+		t.Fatalf("the missing notification was fetched %d times, want once", fetched)
+	}
+}

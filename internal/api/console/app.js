@@ -479,8 +479,13 @@ async function route() {
         route();
         return;
       }
+      // The page that failed replaces the one before it: a stale page under a red line reads as
+      // this one's data. A refusal or a missing id (4xx) is final until the operator moves on; a
+      // server or network failure is tried again.
+      const title = e.status === 404 ? "Not found" : e.status === 403 ? "Not allowed" : "Could not load this page";
+      main.replaceChildren(el("h1", {}, title), el("p", { role: "alert" }, e.message));
       status(e.message);
-      timer = setTimeout(route, 5000);
+      if (!(e.status >= 400 && e.status < 500)) timer = setTimeout(route, 5000);
     }
     return;
   }
