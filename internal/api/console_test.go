@@ -1,8 +1,12 @@
 package api
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -377,5 +381,41 @@ func TestEveryOperatorRouteRefusesOtherServices(t *testing.T) {
 	}
 	if n < 20 {
 		t.Fatalf("only %d operator routes found", n)
+	}
+}
+
+// TestConsoleAssetsGzipAndETag: the console's files go gzipped to a client that takes it, carry
+// a strong ETag, and a revalidation with it is a 304 without a body.
+func TestConsoleAssetsGzipAndETag(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for _, path := range []string{"/console", "/console/app.js", "/console/style.css"} {
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set("Accept-Encoding", "br, gzip;q=0.8")
+		rec := httptest.NewRecorder()
+		e.h.ServeHTTP(rec, req)
+		if rec.Code != 200 || rec.Header().Get("Content-Encoding") != "gzip" || rec.Header().Get("ETag") == "" {
+			t.Fatalf("%s: %d %v", path, rec.Code, rec.Header())
+		}
+		zr, err := gzip.NewReader(rec.Body)
+		if err != nil {
+			t.Fatalf("%s: not gzip: %v", path, err)
+		}
+		plain, _ := io.ReadAll(zr)
+		raw := httptest.NewRecorder()
+		e.h.ServeHTTP(raw, httptest.NewRequest("GET", path, nil))
+		if raw.Header().Get("Content-Encoding") != "" || !bytes.Equal(plain, raw.Body.Bytes()) || len(plain) == 0 {
+			t.Fatalf("%s: the gzipped body is not the plain one", path)
+		}
+		again := httptest.NewRequest("GET", path, nil)
+		again.Header.Set("If-None-Match", rec.Header().Get("ETag"))
+		nm := httptest.NewRecorder()
+		e.h.ServeHTTP(nm, again)
+		if nm.Code != http.StatusNotModified || nm.Body.Len() != 0 {
+			t.Fatalf("%s revalidated: %d with %d bytes, want 304 and none", path, nm.Code, nm.Body.Len())
+		}
+		if acceptsGzip("gzip;q=0") || !acceptsGzip("deflate, gzip") {
+			t.Fatal("acceptsGzip misreads q")
+		}
 	}
 }
