@@ -28,13 +28,19 @@ test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS ada
 	HERALD_CHROMIUM=$$($(CHROMIUM_FIND)) HERALD_SCREENSHOTS=$(TESTBIN)/screenshots \
 	HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) HERALD_ASL_VALIDATOR=$(ASL_VALIDATE) HERALD_BIN=$(TESTBIN)/herald HERALD_FUNCTIONS_BIN=$(TESTBIN)/fn \
 	$(GO) test -vet=off -count=1 -timeout 30m -skip '^TestContract' ./...; \
-	echo "==> the producer clients' contract suite (each case, client and transport)"; \
-	set -o pipefail; HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_CHROMIUM= $(GO) test -vet=off -count=1 -v -run '^TestContract' ./clients/contract/ | grep -E '^(contract:|ok|FAIL|--- FAIL|panic)|_test.go:'; \
 	echo "==> idempotency key races under the race detector (both stores, the API on SQLite and on DynamoDB)"; \
 	HERALD_DYNAMODB_ENDPOINT=$$ep $(GO) test -vet=off -count=1 -race -run 'TestStore/ClaimKey' ./internal/sqlite/ ./internal/ddb/; \
 	HERALD_DYNAMODB_ENDPOINT=$$ep $(GO) test -vet=off -count=1 -race -run 'TestKeyRace|TestRacingRequests' ./internal/awsenv/ ./internal/local/; \
 	echo "==> the Go client (clients/go, its own module)"; \
-	(cd clients/go && $(GO) vet ./... && $(GO) test -count=1 -race ./...)
+	(cd clients/go && $(GO) vet ./... && $(GO) test -count=1 -race ./...); \
+	set -o pipefail; \
+	if command -v node >/dev/null && command -v npm >/dev/null; then \
+	  echo "==> the TypeScript client (clients/typescript: npm ci, tsc, the types checked against the OpenAPI document, node --test)"; \
+	  (cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm test 2>&1 | grep -E '^# (tests|pass|fail)|^not ok|^ok [0-9]+ -|rror'); \
+	  ts=required; \
+	else echo "==> the TypeScript client: skipped, no node and npm on this machine (it needs Node 20)"; ts=; fi; \
+	echo "==> the producer clients' contract suite (each case, client and transport)"; \
+	HERALD_CONTRACT_TS=$$ts HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_CHROMIUM= $(GO) test -vet=off -count=1 -v -run '^TestContract' ./clients/contract/ | grep -E '^(contract:|ok|FAIL|--- FAIL|panic)|_test.go:'
 	@echo "==> CDK assertion tests and cdk-nag (infra/, its own module)"
 	@$(MAKE) --no-print-directory test-infra
 	@$(MAKE) --no-print-directory e2e-aws

@@ -183,6 +183,9 @@ func TestDeriveKeyAndIDs(t *testing.T) {
 	if long := DeriveKey(strings.Repeat("x", 400), "u"); len(long) > MaxKey || checkKey(long, "") != nil {
 		t.Fatalf("a long key derives %q", long)
 	}
+	if DeriveKey("", "user-7") != "" || checkKey(DeriveKey("", "user-7"), "") == nil {
+		t.Fatal("an empty caller key derives a key")
+	}
 	if DeriveKey("plain") != "plain" || checkKey(DeriveKey("has space"), "") != nil {
 		t.Fatal("a key that fits is kept; one that does not is made to")
 	}

@@ -15,8 +15,13 @@ const MaxKey = 256
 // id) and parts that tell its notifications apart (a user id, a channel): the same inputs give
 // the same key on every retry and every process, so one business event sent to many users has
 // one key per user, and none is ever made up anew. The key is printable ASCII of at most MaxKey
-// characters: the caller's key as it is when it fits, then a digest of the parts.
+// characters: the caller's key as it is when it fits, then a digest of the parts. An empty
+// caller key derives no key (""), which a send refuses: it would give every event of a user the
+// same key, and Herald would send only the first.
 func DeriveKey(callerKey string, parts ...string) string {
+	if callerKey == "" {
+		return ""
+	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%d:%s", len(callerKey), callerKey)
 	for _, p := range parts {

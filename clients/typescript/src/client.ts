@@ -1,5 +1,5 @@
 import { HeraldError } from "./errors.js";
-import { HttpTransport, path } from "./http.js";
+import { HttpTransport, routePath } from "./http.js";
 import { checkKey, requireKeys } from "./idempotency.js";
 import type { CallOptions, Sender } from "./sender.js";
 import type {
@@ -94,17 +94,17 @@ export class HeraldClient {
 
   /** getNotification: GET /v1/notifications/{id}, with a page of its deliveries. */
   async getNotification(id: string, opts: PageOptions = {}): Promise<Notification> {
-    return this.api().request("GET", path`/v1/notifications/${p("id", id)}`, { query: { cursor: opts.cursor, limit: opts.limit }, signal: opts.signal });
+    return this.api().request("GET", routePath`/v1/notifications/${p("id", id)}`, { query: { cursor: opts.cursor, limit: opts.limit }, signal: opts.signal });
   }
 
   /** rescheduleNotification: PATCH /v1/notifications/{id}, a reserved send's new send_at. */
   async rescheduleNotification(id: string, sendAt: string | Date, opts: CallOptions = {}): Promise<ScheduleResult> {
-    return this.api().request("PATCH", path`/v1/notifications/${p("id", id)}`, { body: { send_at: time(sendAt) }, signal: opts.signal, idempotent: true });
+    return this.api().request("PATCH", routePath`/v1/notifications/${p("id", id)}`, { body: { send_at: time(sendAt) }, signal: opts.signal, idempotent: true });
   }
 
   /** cancelNotification: DELETE /v1/notifications/{id}; cancelling twice answers the same. */
   async cancelNotification(id: string, opts: CallOptions = {}): Promise<ScheduleResult> {
-    return this.api().request("DELETE", path`/v1/notifications/${p("id", id)}`, { signal: opts.signal });
+    return this.api().request("DELETE", routePath`/v1/notifications/${p("id", id)}`, { signal: opts.signal });
   }
 
   // ---- campaigns ----
@@ -119,78 +119,78 @@ export class HeraldClient {
 
   /** getCampaign: GET /v1/campaigns/{id}. */
   async getCampaign(id: string, opts: CallOptions = {}): Promise<Campaign> {
-    return this.api().request("GET", path`/v1/campaigns/${p("id", id)}`, { signal: opts.signal });
+    return this.api().request("GET", routePath`/v1/campaigns/${p("id", id)}`, { signal: opts.signal });
   }
 
   /** rescheduleCampaign: PATCH /v1/campaigns/{id}, a reserved campaign's new send_at. */
   async rescheduleCampaign(id: string, sendAt: string | Date, opts: CallOptions = {}): Promise<CampaignAccepted> {
-    return this.api().request("PATCH", path`/v1/campaigns/${p("id", id)}`, { body: { send_at: time(sendAt) }, signal: opts.signal, idempotent: true });
+    return this.api().request("PATCH", routePath`/v1/campaigns/${p("id", id)}`, { body: { send_at: time(sendAt) }, signal: opts.signal, idempotent: true });
   }
 
   /** cancelCampaign: DELETE /v1/campaigns/{id}. */
   async cancelCampaign(id: string, opts: CallOptions = {}): Promise<CampaignAccepted> {
-    return this.api().request("DELETE", path`/v1/campaigns/${p("id", id)}`, { signal: opts.signal });
+    return this.api().request("DELETE", routePath`/v1/campaigns/${p("id", id)}`, { signal: opts.signal });
   }
 
   /** pauseCampaign: POST /v1/campaigns/{id}/pause. */
   async pauseCampaign(id: string, opts: CallOptions = {}): Promise<CampaignAccepted> {
-    return this.api().request("POST", path`/v1/campaigns/${p("id", id)}/pause`, { signal: opts.signal, idempotent: true });
+    return this.api().request("POST", routePath`/v1/campaigns/${p("id", id)}/pause`, { signal: opts.signal, idempotent: true });
   }
 
   /** resumeCampaign: POST /v1/campaigns/{id}/resume. */
   async resumeCampaign(id: string, opts: CallOptions = {}): Promise<CampaignAccepted> {
-    return this.api().request("POST", path`/v1/campaigns/${p("id", id)}/resume`, { signal: opts.signal, idempotent: true });
+    return this.api().request("POST", routePath`/v1/campaigns/${p("id", id)}/resume`, { signal: opts.signal, idempotent: true });
   }
 
   // ---- devices ----
 
   /** putDevice: PUT /v1/users/{user}/devices/{token}, registering a push token. */
   async putDevice(user: string, token: string, req: DeviceRequest, opts: CallOptions = {}): Promise<Device> {
-    return this.api().request("PUT", path`/v1/users/${p("user", user)}/devices/${p("token", token)}`, { body: req, signal: opts.signal });
+    return this.api().request("PUT", routePath`/v1/users/${p("user", user)}/devices/${p("token", token)}`, { body: req, signal: opts.signal });
   }
 
   /** deleteDevice: DELETE /v1/users/{user}/devices/{token}. */
   async deleteDevice(user: string, token: string, opts: CallOptions = {}): Promise<void> {
-    await this.api().request("DELETE", path`/v1/users/${p("user", user)}/devices/${p("token", token)}`, { signal: opts.signal });
+    await this.api().request("DELETE", routePath`/v1/users/${p("user", user)}/devices/${p("token", token)}`, { signal: opts.signal });
   }
 
   /** listDevices: GET /v1/users/{user}/devices (tokens masked). */
   async listDevices(user: string, opts: CallOptions = {}): Promise<DeviceList> {
-    return this.api().request("GET", path`/v1/users/${p("user", user)}/devices`, { signal: opts.signal });
+    return this.api().request("GET", routePath`/v1/users/${p("user", user)}/devices`, { signal: opts.signal });
   }
 
   // ---- contacts and preferences ----
 
   /** getContacts: GET /v1/users/{user}/contacts (masked). */
   async getContacts(user: string, opts: CallOptions = {}): Promise<Contacts> {
-    return this.api().request("GET", path`/v1/users/${p("user", user)}/contacts`, { signal: opts.signal });
+    return this.api().request("GET", routePath`/v1/users/${p("user", user)}/contacts`, { signal: opts.signal });
   }
 
   /** putContacts: PUT /v1/users/{user}/contacts; replaces them (a field left out is removed). */
   async putContacts(user: string, req: ContactsRequest, opts: CallOptions = {}): Promise<Contacts> {
-    return this.api().request("PUT", path`/v1/users/${p("user", user)}/contacts`, { body: req, signal: opts.signal });
+    return this.api().request("PUT", routePath`/v1/users/${p("user", user)}/contacts`, { body: req, signal: opts.signal });
   }
 
   /** getPreferences: GET /v1/users/{user}/preferences. */
   async getPreferences(user: string, opts: CallOptions = {}): Promise<Preferences> {
-    return this.api().request("GET", path`/v1/users/${p("user", user)}/preferences`, { signal: opts.signal });
+    return this.api().request("GET", routePath`/v1/users/${p("user", user)}/preferences`, { signal: opts.signal });
   }
 
   /** putPreferences: PUT /v1/users/{user}/preferences; replaces them (a consent left out is withdrawn). */
   async putPreferences(user: string, req: PreferencesRequest, opts: CallOptions = {}): Promise<Preferences> {
-    return this.api().request("PUT", path`/v1/users/${p("user", user)}/preferences`, { body: req, signal: opts.signal });
+    return this.api().request("PUT", routePath`/v1/users/${p("user", user)}/preferences`, { body: req, signal: opts.signal });
   }
 
   // ---- web push ----
 
   /** listWebPushSubscriptions: GET /v1/users/{user}/web-push-subscriptions (endpoints masked). */
   async listWebPushSubscriptions(user: string, opts: CallOptions = {}): Promise<WebPushSubscriptionList> {
-    return this.api().request("GET", path`/v1/users/${p("user", user)}/web-push-subscriptions`, { signal: opts.signal });
+    return this.api().request("GET", routePath`/v1/users/${p("user", user)}/web-push-subscriptions`, { signal: opts.signal });
   }
 
   /** putWebPushSubscription: PUT /v1/users/{user}/web-push-subscriptions, a browser's PushSubscription JSON. */
   async putWebPushSubscription(user: string, req: WebPushSubscriptionRequest, opts: CallOptions = {}): Promise<WebPushSubscription> {
-    return this.api().request("PUT", path`/v1/users/${p("user", user)}/web-push-subscriptions`, { body: req, signal: opts.signal });
+    return this.api().request("PUT", routePath`/v1/users/${p("user", user)}/web-push-subscriptions`, { body: req, signal: opts.signal });
   }
 
   /** deleteWebPushSubscription: DELETE /v1/users/{user}/web-push-subscriptions, by ?endpoint= or ?id=. */
@@ -199,7 +199,7 @@ export class HeraldClient {
     if (!w || (!w.endpoint && !w.id) || (w.endpoint && w.id)) {
       throw HeraldError.invalid("endpoint", "name the subscription by its endpoint or by its id, one of them");
     }
-    await this.api().request("DELETE", path`/v1/users/${p("user", user)}/web-push-subscriptions`, {
+    await this.api().request("DELETE", routePath`/v1/users/${p("user", user)}/web-push-subscriptions`, {
       query: { endpoint: w.endpoint || undefined, id: w.id || undefined },
       signal: opts.signal,
     });
@@ -217,12 +217,12 @@ export class HeraldClient {
    * stores a new version, so it is retried only when the server cannot have taken it.
    */
   async putTemplate(name: string, req: TemplateRequest, opts: CallOptions = {}): Promise<Template> {
-    return this.api().request("PUT", path`/v1/templates/${p("name", name)}`, { body: req, signal: opts.signal, idempotent: false });
+    return this.api().request("PUT", routePath`/v1/templates/${p("name", name)}`, { body: req, signal: opts.signal, idempotent: false });
   }
 
   /** getTemplate: GET /v1/templates/{name}, the latest version or `version`. */
   async getTemplate(name: string, opts: CallOptions & { version?: number } = {}): Promise<Template> {
-    return this.api().request("GET", path`/v1/templates/${p("name", name)}`, { query: { version: opts.version }, signal: opts.signal });
+    return this.api().request("GET", routePath`/v1/templates/${p("name", name)}`, { query: { version: opts.version }, signal: opts.signal });
   }
 
   /** listTemplates: GET /v1/templates, each at its latest version, newest first. */
@@ -232,34 +232,34 @@ export class HeraldClient {
 
   /** previewTemplate: POST /v1/templates/{name}/preview, rendering every channel and locale with data. */
   async previewTemplate(name: string, req: TemplatePreviewRequest, opts: CallOptions & { version?: number } = {}): Promise<TemplatePreview> {
-    return this.api().request("POST", path`/v1/templates/${p("name", name)}/preview`, { body: req, query: { version: opts.version }, signal: opts.signal, idempotent: true });
+    return this.api().request("POST", routePath`/v1/templates/${p("name", name)}/preview`, { body: req, query: { version: opts.version }, signal: opts.signal, idempotent: true });
   }
 
   // ---- the end user's inbox (API key, SigV4, or the user's JWT) ----
 
   /** listInbox: GET /v1/users/{user}/inbox, newest first. */
   async listInbox(user: string, opts: PageOptions = {}): Promise<InboxPage> {
-    return this.api().request("GET", path`/v1/users/${p("user", user)}/inbox`, { query: { cursor: opts.cursor, limit: opts.limit }, signal: opts.signal });
+    return this.api().request("GET", routePath`/v1/users/${p("user", user)}/inbox`, { query: { cursor: opts.cursor, limit: opts.limit }, signal: opts.signal });
   }
 
   /** unreadCount: GET /v1/users/{user}/inbox/unread-count. */
   async unreadCount(user: string, opts: CallOptions = {}): Promise<UnreadCount> {
-    return this.api().request("GET", path`/v1/users/${p("user", user)}/inbox/unread-count`, { signal: opts.signal });
+    return this.api().request("GET", routePath`/v1/users/${p("user", user)}/inbox/unread-count`, { signal: opts.signal });
   }
 
   /** markAllRead: POST /v1/users/{user}/inbox/read-all. */
   async markAllRead(user: string, opts: CallOptions = {}): Promise<ReadAllResult> {
-    return this.api().request("POST", path`/v1/users/${p("user", user)}/inbox/read-all`, { signal: opts.signal, idempotent: true });
+    return this.api().request("POST", routePath`/v1/users/${p("user", user)}/inbox/read-all`, { signal: opts.signal, idempotent: true });
   }
 
   /** markRead: POST /v1/users/{user}/inbox/{id}/read. */
   async markRead(user: string, id: string, opts: CallOptions = {}): Promise<void> {
-    await this.api().request("POST", path`/v1/users/${p("user", user)}/inbox/${p("id", id)}/read`, { signal: opts.signal, idempotent: true });
+    await this.api().request("POST", routePath`/v1/users/${p("user", user)}/inbox/${p("id", id)}/read`, { signal: opts.signal, idempotent: true });
   }
 
   /** deleteInboxItem: DELETE /v1/users/{user}/inbox/{id}. */
   async deleteInboxItem(user: string, id: string, opts: CallOptions = {}): Promise<void> {
-    await this.api().request("DELETE", path`/v1/users/${p("user", user)}/inbox/${p("id", id)}`, { signal: opts.signal });
+    await this.api().request("DELETE", routePath`/v1/users/${p("user", user)}/inbox/${p("id", id)}`, { signal: opts.signal });
   }
 
   private api(): HttpTransport {

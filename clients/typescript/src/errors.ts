@@ -3,8 +3,9 @@ import type { Accepted } from "./types.gen.js";
 /**
  * HeraldError is every failure the client reports: an error answer of the API (its status, and
  * the `code`, `message` and `field` of its `{"error": {…}}` body), a request refused before it
- * was sent (a missing idempotency key: status 400, code "invalid"), or a transport failure
- * (status 0, code "unavailable": the network failed or timed out, or SQS kept refusing).
+ * was sent (a missing idempotency key: code "invalid"), or a transport failure (code
+ * "unavailable": the network failed or timed out, or SQS kept failing). `status` is the HTTP
+ * status of Herald's answer, 0 when none came: for every error the client or SQS made.
  *
  * Codes the API answers: invalid (400), unauthorized (401), forbidden (403), not_found (404),
  * conflict, idempotency_key_reused, already_finished (409), too_large (413), and internal ones
@@ -12,7 +13,7 @@ import type { Accepted } from "./types.gen.js";
  * SQS transport's buffer), unsupported (a route called on a client without an HTTP transport).
  */
 export class HeraldError extends Error {
-  /** The HTTP status; 0 when no answer came (network failure, timeout, SQS). */
+  /** The HTTP status of Herald's answer; 0 when none came (refused before sending, network, timeout, SQS). */
   status: number;
   /** Herald's error code: `invalid`, `not_found`, `idempotency_key_reused`, `unavailable`… */
   code: string;
@@ -61,9 +62,9 @@ export class HeraldError extends Error {
     return new HeraldError({ status: 0, code: "unavailable", message, cause });
   }
 
-  /** invalid is the error of a request refused before it was sent, as the API would refuse it. */
+  /** invalid is the error of a request refused before it was sent (status 0: no answer came). */
   static invalid(field: string, message: string): HeraldError {
-    return new HeraldError({ status: 400, code: "invalid", field, message });
+    return new HeraldError({ status: 0, code: "invalid", field, message });
   }
 }
 
@@ -118,7 +119,7 @@ function codeForStatus(status: number): string {
     case 431:
       return "too_large";
     case 429:
-      return "too_many_requests";
+      return "throttled";
     case 502:
     case 503:
     case 504:

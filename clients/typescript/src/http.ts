@@ -146,7 +146,7 @@ export class HttpTransport implements Sender {
 
   /**
    * request calls one route and returns its JSON answer (undefined for 204). path is the
-   * route's path with its parameters already escaped (see `path`).
+   * route's path with its parameters already escaped (see `routePath`).
    */
   async request<T>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
     const { signal } = opts;
@@ -264,10 +264,10 @@ function escapeQuery(s: string): string {
 
 /**
  * path builds a route's path from literal pieces and parameters, each parameter escaped as one
- * segment with encodeURIComponent: path`/v1/users/${user}/devices/${token}`. A parameter that
+ * segment with encodeURIComponent: routePath`/v1/users/${user}/devices/${token}`. A parameter that
  * is empty, `.` or `..` (which URLs would drop or resolve) is refused before anything is sent.
  */
-export function path(strings: TemplateStringsArray, ...params: Array<{ name: string; value: string } | string>): string {
+export function routePath(strings: TemplateStringsArray, ...params: Array<{ name: string; value: string } | string>): string {
   let out = strings[0] ?? "";
   params.forEach((p, i) => {
     const { name, value } = typeof p === "string" ? { name: "path", value: p } : p;

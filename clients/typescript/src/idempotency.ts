@@ -44,30 +44,34 @@ export function requireKeys(reqs: readonly SendRequest[]): void {
  * deriveKey derives a deterministic idempotency key from a caller's key — the business event,
  * such as `order-1001-shipped` — and parts that tell its sends apart, such as a user id: one
  * event sent to many users gets one stable key per user, the same on every retry and from every
- * process. The key is printable ASCII of at most 256 characters, readable where it fits
- * (`order-1001-shipped:u42`); distinct inputs give distinct keys (each piece is
- * percent-escaped, so `("a:b", "c")` and `("a", "b:c")` differ), and an input too long is
- * shortened to a readable prefix and a SHA-256 of the whole.
+ * process. The key is printable ASCII of at most 256 characters: the caller's key (characters
+ * outside printable ASCII made `_`, cut to fit), `:`, and 32 hex digits of a SHA-256 of the
+ * caller's key and the parts, each length-prefixed so that `("a:b", "c")` and `("a", "b:c")`
+ * differ; a caller's key given alone that is already a good key is returned as it is. It is the
+ * Go client's DeriveKey, so both clients derive the same key from the same inputs.
  */
 export function deriveKey(callerKey: string, ...parts: string[]): string {
   if (typeof callerKey !== "string" || callerKey === "") {
+    // An empty caller key would give every event of a user the same key, and Herald would
+    // send only the first of them.
     throw HeraldError.invalid("idempotency_key", "deriveKey needs a non-empty caller key");
   }
   for (const p of parts) {
     if (typeof p !== "string") throw HeraldError.invalid("idempotency_key", "deriveKey takes string parts");
   }
-  const full = [callerKey, ...parts].map(escapePiece).join(":");
-  if (full.length <= MAX_KEY_LENGTH) return full;
-  // "#" never appears in the readable form (encodeURIComponent escapes it), so a shortened key
-  // cannot equal a key that was not shortened.
-  const digest = base32(createHash("sha256").update(full, "utf8").digest()); // 52 characters
-  return full.slice(0, MAX_KEY_LENGTH - 1 - digest.length) + "#" + digest;
-}
-
-function escapePiece(s: string): string {
-  // encodeURIComponent leaves A-Z a-z 0-9 - _ . ! ~ * ' ( ) and escapes everything else
-  // (":" and "#" included) as UTF-8 %XX: the result is printable ASCII without separators.
-  return encodeURIComponent(s);
+  const h = createHash("sha256");
+  h.update(`${Buffer.byteLength(callerKey, "utf8")}:${callerKey}`, "utf8");
+  for (const p of parts) h.update(`|${Buffer.byteLength(p, "utf8")}:${p}`, "utf8");
+  const digest = h.digest("hex").slice(0, 32);
+  let prefix = "";
+  for (const ch of callerKey) {
+    const c = ch.codePointAt(0)!;
+    prefix += c >= 0x21 && c <= 0x7e ? ch : "_";
+  }
+  const max = MAX_KEY_LENGTH - 1 - digest.length;
+  if (prefix.length > max) prefix = prefix.slice(0, max);
+  if (parts.length === 0 && prefix === callerKey) return callerKey;
+  return `${prefix}:${digest}`;
 }
 
 /**

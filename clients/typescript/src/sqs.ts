@@ -180,7 +180,7 @@ export class SqsTransport implements Sender {
     const size = Buffer.byteLength(body, "utf8") + Buffer.byteLength(LANE_ATTRIBUTE) + "String".length + lane.length;
     if (size > this.maxBatchBytes) {
       throw new HeraldError({
-        status: 413,
+        status: 0,
         code: "too_large",
         field,
         message: `the request is ${size} bytes as an SQS message, over the limit of ${this.maxBatchBytes}; send it over HTTP or make it smaller`,
@@ -211,7 +211,7 @@ export class SqsTransport implements Sender {
     if (this.closed) throw new HeraldError({ status: 0, code: "closed", message: "the SQS transport is closed" });
     if (this.pending.size + this.reserved >= this.maxBuffered || this.waiters.length > 0) {
       if (this.whenFull === "fail") {
-        throw new HeraldError({ status: 429, code: "too_many_buffered", message: `${this.pending.size} requests are buffered already (maxBuffered ${this.maxBuffered})` });
+        throw new HeraldError({ status: 0, code: "too_many_buffered", message: `${this.pending.size} requests are buffered already (maxBuffered ${this.maxBuffered})` });
       }
       await this.waitForRoom(signal);
       // settle reserved this room for us.
@@ -264,6 +264,7 @@ export class SqsTransport implements Sender {
         bytes += this.queue[n]!.size;
         n++;
       }
+      if (n === 0) n = 1; // cannot happen: prepare refuses a message larger than a batch
       const full = n === this.maxBatch || n < this.queue.length;
       if (!full && !this.due) break;
       void this.dispatch(this.queue.splice(0, n));
@@ -320,7 +321,7 @@ export class SqsTransport implements Sender {
         if (!f.SenderFault || THROTTLING.test(code)) {
           this.retryEntry(e, what);
         } else {
-          this.fail(e, new HeraldError({ status: 400, code: "invalid", message: `SQS refused the message: ${what}` }));
+          this.fail(e, new HeraldError({ status: 0, code: "invalid", message: `SQS refused the message: ${what}` }));
         }
       }
       // An entry the answer does not mention: not known to be on the queue, so sent again.
@@ -411,7 +412,7 @@ function callError(err: unknown): HeraldError {
   let code = "invalid";
   if (status === 401 || status === 403 || /AccessDenied|InvalidClientTokenId|UnrecognizedClient|SignatureDoesNotMatch|InvalidSecurity|ExpiredToken/i.test(name)) code = "forbidden";
   else if (/QueueDoesNotExist|NonExistentQueue/i.test(name)) code = "not_found";
-  return new HeraldError({ status, code, message: `SQS refused SendMessageBatch: ${describeAwsError(err)}`, cause: err });
+  return new HeraldError({ status: 0, code, message: `SQS refused SendMessageBatch (HTTP ${status}): ${describeAwsError(err)}`, cause: err });
 }
 
 function describeAwsError(err: unknown): string {

@@ -45,7 +45,7 @@ describe("HTTP send", () => {
   });
 
   test("429 with Retry-After is retried after that long, with the same body and key", async () => {
-    const s = await herald((_, n) => (n === 1 ? errorReply(429, "too_many_requests", "slow down", undefined, { "retry-after": "1" }) : accepted("n_retry")));
+    const s = await herald((_, n) => (n === 1 ? errorReply(429, "throttled", "slow down", undefined, { "retry-after": "1" }) : accepted("n_retry")));
     const started = Date.now();
     const res = await apiKeyClient(s.url).send(sendRequest("order-1001-shipped"));
     const waited = Date.now() - started;
@@ -194,6 +194,16 @@ describe("HTTP send", () => {
     });
   });
 
+  test("API Gateway's own 429 is retried, and its code comes from the status", async () => {
+    const s = await herald((_, n) => (n === 1 ? { status: 429, body: { message: "Too Many Requests" } } : accepted("n_gw")));
+    assert.equal((await apiKeyClient(s.url).send(sendRequest("k-gw-429"))).id, "n_gw");
+    assert.equal(s.requests.length, 2);
+    const e = HeraldError.fromResponse(429, { message: "Too Many Requests" }, 2000);
+    assert.deepEqual([e.status, e.code, e.message, e.retryAfterMs, e.field], [429, "throttled", "Too Many Requests", 2000, undefined]);
+    const html = HeraldError.fromResponse(502, "<html>Bad Gateway</html>");
+    assert.deepEqual([html.code, html.message], ["unavailable", "HTTP 502: <html>Bad Gateway</html>"]);
+  });
+
   test("sendBatch posts {notifications}, 50 a request, and numbers errors in the caller's array", async () => {
     let calls = 0;
     const s = await herald((r) => {
@@ -319,7 +329,7 @@ describe("retry policy", () => {
 
   test("a request that is not idempotent is retried after 429 but not after 503", async () => {
     const s = await herald((r, n) => {
-      if (r.path.startsWith("/v1/templates/a")) return n === 1 ? errorReply(429, "too_many_requests", "slow") : { status: 201, body: { name: "a", version: 1 } };
+      if (r.path.startsWith("/v1/templates/a")) return n === 1 ? errorReply(429, "throttled", "slow") : { status: 201, body: { name: "a", version: 1 } };
       return errorReply(503, "unavailable", "down");
     });
     const client = apiKeyClient(s.url);
