@@ -186,6 +186,7 @@ e2e-aws: tools ## the synthesized dev template end to end on this machine: funct
 	echo "==> the stack in a box (DynamoDB Local at $$ep)"; \
 	HERALD_STACKBOX_TEMPLATE=$$dir/cdk.out/herald-dev.template.json HERALD_STACKBOX_BIN=$$dir/lambda HERALD_STACKBOX_ALLOWLIST=$(CURDIR)/infra/iam-allowlist.txt \
 	HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) HERALD_ASL_VALIDATOR=$(ASL_VALIDATE) \
+	HERALD_CONTRACT_TS=$$(command -v node >/dev/null && test -f clients/typescript/dist/index.js && echo required) \
 	$(GO) test -count=1 -timeout 10m -run '^TestStackInABox$$' -v ./internal/stackbox/run/ 2>&1 | tee $$dir/box.log; \
 	if [ "$${PIPESTATUS[0]}" != 0 ]; then \
 	  echo "==> the stack in a box failed; what its scenarios said (the box's logs are above):"; \

@@ -1,8 +1,8 @@
 // The TypeScript half of the producer clients' contract suite (clients/contract): run by its Go
 // test against a running Herald, it plays each case through this package's built client and
 // prints one JSON line per case — {"case", "ok", "detail"} — which the Go test reports and
-// checks against what Herald did. Usage: node contract/contract.mjs http|sqs (settings from the
-// environment the Go test sets).
+// checks against what Herald did. Usage: node contract/contract.mjs http|sqs|box (settings from
+// the environment the Go test sets).
 import { HeraldClient, HeraldError, HttpTransport, SqsTransport, deriveNotificationId } from "../dist/index.js";
 
 const env = process.env;
@@ -93,10 +93,29 @@ async function sqs() {
   await c.close();
 }
 
+// box: against the stack in a box (internal/stackbox/run) — the API Gateway signed with SigV4 as
+// the service's role, the ingest queue as its producer's; each call is checked against IAM there.
+async function box() {
+  const c = new HeraldClient(new HttpTransport({ baseUrl: env.HERALD_URL, auth: { sigv4: { region: env.HERALD_REGION,
+    credentials: { accessKeyId: env.HERALD_SERVICE_KEY_ID, secretAccessKey: env.HERALD_SERVICE_SECRET } } } }));
+  await run("signed send", async () => {
+    const a = await c.send(push("stackbox-tsclient-1", "tomo"));
+    return { ids: [a.id] };
+  });
+  const q = new SqsTransport({ queueUrl: env.HERALD_QUEUE_URL, service: env.HERALD_SERVICE, endpoint: env.HERALD_SQS_ENDPOINT,
+    region: env.HERALD_REGION, credentials: { accessKeyId: env.HERALD_PRODUCER_KEY_ID, secretAccessKey: env.HERALD_PRODUCER_SECRET } });
+  await run("queue send", async () => {
+    const a = await q.send(push("stackbox-tsclient-2", "tomo"));
+    return { ids: [a.id] };
+  });
+  await q.close();
+}
+
 const mode = process.argv[2];
 if (mode === "http") await http();
 else if (mode === "sqs") await sqs();
+else if (mode === "box") await box();
 else {
-  console.error("usage: node contract/contract.mjs http|sqs");
+  console.error("usage: node contract/contract.mjs http|sqs|box");
   process.exit(2);
 }
