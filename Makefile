@@ -25,7 +25,7 @@ test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS ada
 	@$(MAKE) --no-print-directory tools test-binaries browser
 	@set -e; ep=$$(scripts/dynamodb-local.sh start); trap 'scripts/dynamodb-local.sh stop' EXIT; \
 	echo "==> go test (DynamoDB Local at $$ep; the herald and function binaries from $(TESTBIN))"; \
-	HERALD_CHROMIUM=$$($(CHROMIUM_FIND)) HERALD_SCREENSHOTS=$(TESTBIN)/screenshots \
+	HERALD_CHROMIUM=$$($(CHROMIUM_FIND)) HERALD_SCREENSHOTS=$(TESTBIN)/screenshots HERALD_AXE=$(CURDIR)/$(AXE) \
 	HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) HERALD_ASL_VALIDATOR=$(ASL_VALIDATE) HERALD_BIN=$(TESTBIN)/herald HERALD_FUNCTIONS_BIN=$(TESTBIN)/fn \
 	$(GO) test -vet=off -count=1 -timeout 30m -skip '^TestContract' ./...; \
 	echo "==> idempotency key races under the race detector (both stores, the API on SQLite and on DynamoDB)"; \
@@ -121,7 +121,14 @@ RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 ASL_VALIDATE  := $(CURDIR)/scripts/asl-validate.sh
 ASL_VALIDATOR := .tools/asl-validator/node_modules/.bin/asl-validator
 
-tools: $(RIE) $(ASL_VALIDATOR) ## install the test tools the project pins (aws-lambda-rie, asl-validator)
+# axe-core, pinned in .tools/axe-core (npm): the console's browser tests inject it into every page.
+AXE := .tools/axe-core/node_modules/axe-core/axe.min.js
+
+tools: $(RIE) $(ASL_VALIDATOR) $(AXE) ## install the test tools the project pins (aws-lambda-rie, asl-validator, axe-core)
+
+$(AXE): .tools/axe-core/package.json .tools/axe-core/package-lock.json
+	cd .tools/axe-core && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 $(ASL_VALIDATOR): .tools/asl-validator/package.json .tools/asl-validator/package-lock.json
 	$(ASL_VALIDATE) --install

@@ -200,3 +200,44 @@ func TestConsoleFailedPageReplacesThePrevious(t *testing.T) {
 		t.Fatalf("the missing notification was fetched %d times, want once", fetched)
 	}
 }
+
+// TestConsoleRefreshMannersAndRefusedKey: a refresh never takes the focus away (it waits while the
+// operator is on a control of the page), the header's toggle stops refreshing, and a key that is
+// no admin's (a 403) brings the sign-in form back, saying so.
+func TestConsoleRefreshMannersAndRefusedKey(t *testing.T) {
+	cfg := config.Dev()
+	shop := cfg.Services[0] // the demo service's settings, under another name and key, not an admin
+	shop.Name, shop.APIKeys, shop.Admin = "shop", []string{"dev-shop-key-123"}, false
+	cfg.Services = append(cfg.Services, shop)
+	e := startWithClock(t, cfg, notify.SystemClock{})
+	_, run, _ := browserTab(t, 1200, 800, "manners-")
+	link := `tr[data-queue="ingest-demo"] a`
+	var focused bool
+	var fetches int
+	count := `performance.getEntriesByType("resource").filter(r => r.name.includes("/console/api/queues")).length`
+	run("sign in and focus a link", chromedp.Navigate(e.rt.URL+"/console"), chromedp.WaitVisible("#key"),
+		chromedp.SendKeys("#key", "dev-demo-key"), chromedp.Click(`#key-form button`), chromedp.WaitVisible(link),
+		chromedp.Evaluate(`document.querySelector('`+link+`').focus(); window.kept = document.activeElement; true`, nil),
+		chromedp.Sleep(4*time.Second), chromedp.Evaluate(`document.activeElement === window.kept && document.contains(window.kept)`, &focused))
+	if !focused {
+		t.Fatal("a refresh took the focus away from the link the operator was on")
+	}
+	run("blur, let it refresh, then turn refreshing off", chromedp.Evaluate(`document.activeElement.blur(); true`, nil), chromedp.Sleep(3500*time.Millisecond),
+		chromedp.Click("#auto-refresh"), chromedp.Evaluate(count, &fetches))
+	before := fetches
+	if before < 2 {
+		t.Fatalf("the queues page was fetched %d times in 7 s: it did not refresh at all", before)
+	}
+	run("wait", chromedp.Sleep(4*time.Second), chromedp.Evaluate(count, &fetches))
+	if fetches != before {
+		t.Fatalf("with auto-refresh off the page was fetched %d more times", fetches-before)
+	}
+
+	var text string
+	run("a service's key that is no admin's", chromedp.Click("#sign-out"), chromedp.WaitVisible("#key"),
+		chromedp.SendKeys("#key", "dev-shop-key-123"), chromedp.Click(`#key-form button`),
+		chromedp.WaitVisible("#key"), chromedp.Text("#status", &text, chromedp.ByQuery))
+	if !strings.Contains(text, "not an admin") {
+		t.Fatalf("after a 403 the console says %q, want it to say the key is not an admin's", text)
+	}
+}

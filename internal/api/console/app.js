@@ -52,9 +52,16 @@ async function api(method, path, body) {
 
 function when(t) { return t ? new Date(t).toISOString().replace(".000Z", "Z") : "—"; }
 
+// th is a column header; an empty one (a column of buttons) is named for screen readers.
+function th(h) { return el("th", { scope: "col" }, h === "" ? el("span", { class: "vh" }, "Actions") : h); }
+
+// scroll wraps a wide table in a box of its own, so the page never scrolls sideways.
+// It can take focus, so a keyboard can scroll it too.
+function scroll(t) { return el("div", { class: "scroll", tabIndex: 0, role: "region", ariaLabel: "table (scrolls sideways)" }, t); }
+
 function table(headers, rows, empty) {
   if (rows.length === 0) return el("p", { class: "muted" }, empty || "None.");
-  return el("table", {}, el("thead", {}, el("tr", {}, headers.map(h => el("th", {}, h)))), el("tbody", {}, rows));
+  return scroll(el("table", {}, el("thead", {}, el("tr", {}, headers.map(th))), el("tbody", {}, rows)));
 }
 
 function num(n, warn) { return el("td", { class: "num" + (warn && n > 0 ? " warn" : "") }, String(n)); }
@@ -132,7 +139,7 @@ function oneDeadLetter(queue, id) {
 }
 
 function findForm(label, go) {
-  const input = el("input", { id: "find", placeholder: label, size: 40 });
+  const input = el("input", { id: "find", placeholder: label, size: 40, ariaLabel: label });
   return el("form", { onsubmit: (ev) => { ev.preventDefault(); if (input.value.trim()) go(input.value.trim()); } },
     input, " ", el("button", { type: "submit" }, "Open"));
 }
@@ -187,7 +194,7 @@ async function notificationsPage(main) {
   main.replaceChildren(el("h1", {}, "Notifications"),
     form,
     el("p", {}, findForm("notification id", id => { location.hash = "#/notifications/" + encodeURIComponent(id); })),
-    el("table", {}, el("thead", {}, el("tr", {}, ["Id", "Service", "Status", "Category", "Idempotency key", "Created"].map(h => el("th", {}, h)))), body),
+    scroll(el("table", {}, el("thead", {}, el("tr", {}, ["Id", "Service", "Status", "Category", "Idempotency key", "Created"].map(th))), body)),
     el("p", {}, more));
   await fetchPage();
   return 0;
@@ -236,7 +243,11 @@ async function campaignsPage(main) {
 function bar(pct) {
   const fill = el("div", {}, pct + " %");
   fill.style.width = pct + "%"; // through the CSSOM: the page's policy allows no inline style
-  return el("div", { class: "bar", id: "progress", "data-percent": String(pct) }, fill);
+  const b = el("div", { class: "bar", id: "progress", "data-percent": String(pct), role: "progressbar", ariaLabel: "progress" }, fill);
+  b.setAttribute("aria-valuenow", String(pct));
+  b.setAttribute("aria-valuemin", "0");
+  b.setAttribute("aria-valuemax", "100");
+  return b;
 }
 
 async function campaignPage(main, id) {
@@ -285,7 +296,7 @@ async function reservedPage(main) {
   list.sort((a, b) => a.send_at.localeCompare(b.send_at));
   const path = (r) => (r.kind === "campaign" ? "campaigns/" : "notifications/") + encodeURIComponent(r.id);
   const row = (r) => {
-    const at = el("input", { type: "datetime-local", step: 1, value: r.send_at.slice(0, 19) });
+    const at = el("input", { type: "datetime-local", step: 1, value: r.send_at.slice(0, 19), ariaLabel: "new send_at of " + r.id + " (UTC)" });
     const box = el("span", {});
     return el("tr", { "data-id": r.id },
       el("td", {}, r.kind), el("td", {}, el("a", { href: "#/" + path(r) }, r.id)), el("td", {}, r.service),
@@ -396,14 +407,14 @@ async function exportsPage(main) {
       if (first === true) throw e;
       status(e.message);
     }
-    if (location.hash.replace(/^#/, "").split("?")[0] === "/exports") timer = setTimeout(refresh, again);
+    if (location.hash.replace(/^#/, "").split("?")[0] === "/exports" && autoRefresh()) timer = setTimeout(refresh, again);
   };
   const empty = el("p", { class: "muted", hidden: true }, "No exports yet.");
   main.replaceChildren(el("h1", {}, "Exports"),
     el("p", { class: "muted" }, "Report files of every service's requests: a notification's deliveries, the asking service's notifications, the suppression list, the audit log. Addresses are masked. Files are kept 7 days."),
     form,
     el("h2", {}, "Latest exports"),
-    el("table", {}, el("thead", {}, el("tr", {}, ["Id", "Kind", "Format", "Filters", "Status", "Rows", "Created", ""].map(h => el("th", {}, h)))), body),
+    scroll(el("table", {}, el("thead", {}, el("tr", {}, ["Id", "Kind", "Format", "Filters", "Status", "Rows", "Created", ""].map(th))), body)),
     empty);
   await refresh(true);
   return 0; // refresh reschedules itself
@@ -451,31 +462,60 @@ const pages = [
   [/^\/sandbox$/, sandboxPage],
 ];
 
-async function route() {
+// autoRefresh reports whether pages refresh by themselves (the header's toggle, kept for the tab).
+function autoRefresh() { return sessionStorage.getItem("herald.console.refresh") !== "off"; }
+
+// busy reports whether the operator is in the middle of something on the page — focus in one of
+// its controls, or text selected in it — which a refresh would take away.
+function busy(main) {
+  const a = document.activeElement;
+  if (a && a !== main && main.contains(a) && a.matches("input, select, textarea, button, a, [tabindex]")) return true;
+  const sel = window.getSelection();
+  return !!(sel && !sel.isCollapsed && main.contains(sel.anchorNode));
+}
+
+// refreshLater asks route to draw the page again in ms, unless auto-refresh is off; a refresh
+// that comes while the operator is busy waits, and one that happens keeps the scroll position.
+function refreshLater(ms) {
+  clearTimeout(timer);
+  if (!autoRefresh()) return;
+  timer = setTimeout(() => {
+    if (busy(document.getElementById("page"))) return refreshLater(1000);
+    route(true);
+  }, ms);
+}
+
+async function route(refreshing) {
   clearTimeout(timer);
   const path = location.hash.replace(/^#/, "").split("?")[0] || "/queues";
   const main = document.getElementById("page");
   for (const a of document.querySelectorAll("header nav a")) {
-    a.classList.toggle("active", path.startsWith(a.getAttribute("href").slice(1)));
+    const on = path.startsWith(a.getAttribute("href").slice(1));
+    a.classList.toggle("active", on);
+    if (on) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   }
   const signedIn = key() !== "";
   document.getElementById("key-form").hidden = signedIn;
   document.getElementById("sign-out").hidden = !signedIn;
+  const scrollY = refreshing === true ? window.scrollY : 0;
   for (const [re, page] of pages) {
     const m = path.match(re);
     if (!m) continue;
-    if (!signedIn && page !== sandboxPage) {
+    if (!signedIn) {
       main.replaceChildren(el("h1", {}, "Sign in"),
         el("p", {}, "Enter an admin service's API key (locally) or your operator token (in AWS) above. It is kept for this browser tab only."));
       return;
     }
     try {
       const again = await page(main, ...m.slice(1).map(decodeURIComponent));
-      if (again > 0) timer = setTimeout(route, again);
+      if (refreshing === true) window.scrollTo(0, scrollY);
+      if (again > 0) refreshLater(again);
     } catch (e) {
-      if (e.status === 401) {
+      if (e.status === 401 || e.status === 403) {
+        // Refused, or a key that is no admin's (every console route is an operator's): sign in again.
         sessionStorage.removeItem(keyName);
-        status("The key was refused: sign in again.");
+        status(e.status === 401 ? "The key was refused: sign in again." :
+          "This key is not an admin's: sign in with an admin service's API key or an operator token.");
         route();
         return;
       }
@@ -485,7 +525,7 @@ async function route() {
       const title = e.status === 404 ? "Not found" : e.status === 403 ? "Not allowed" : "Could not load this page";
       main.replaceChildren(el("h1", {}, title), el("p", { role: "alert" }, e.message));
       status(e.message);
-      if (!(e.status >= 400 && e.status < 500)) timer = setTimeout(route, 5000);
+      if (!(e.status >= 400 && e.status < 500)) refreshLater(5000);
     }
     return;
   }
@@ -505,4 +545,11 @@ document.getElementById("sign-out").addEventListener("click", () => {
   route();
 });
 window.addEventListener("hashchange", () => { status(""); route(); });
+document.getElementById("skip").addEventListener("click", () => document.getElementById("page").focus());
+const refreshToggle = document.getElementById("auto-refresh");
+refreshToggle.checked = autoRefresh();
+refreshToggle.addEventListener("change", () => {
+  sessionStorage.setItem("herald.console.refresh", refreshToggle.checked ? "on" : "off");
+  if (refreshToggle.checked) route(true); else clearTimeout(timer);
+});
 route();
