@@ -71,9 +71,12 @@ type campaignView struct {
 	Totals      campaignTotals       `json:"totals"`
 	// RatePerSecond is the deliveries that reached an end state per second since the campaign
 	// started; ETA extrapolates Remaining at that rate while it runs (null otherwise).
-	RatePerSecond float64      `json:"rate_per_second"`
-	ETA           *time.Time   `json:"eta"`
-	Sources       []sourceView `json:"sources"`
+	RatePerSecond float64 `json:"rate_per_second"`
+	// RecipientsPerSecond is the audience members dispatched per second since the campaign
+	// started: the unit of MaxRate, which caps it.
+	RecipientsPerSecond float64      `json:"recipients_per_second"`
+	ETA                 *time.Time   `json:"eta"`
+	Sources             []sourceView `json:"sources"`
 }
 
 // campaignTotals: Members are recipients dispatched so far, Total deliveries created from them.
@@ -89,6 +92,9 @@ type campaignTotals struct {
 	Pending         int            `json:"pending"`
 	Remaining       int            `json:"remaining"`
 	RemainingExact  bool           `json:"remaining_exact"`
+	// Audience is the campaign's recipients: those dispatched and those its sources have not
+	// been read for yet — exact with RemainingExact, an estimate before.
+	Audience        int            `json:"audience"`
 	SkippedByReason map[string]int `json:"skipped_by_reason"`
 	FailedByReason  map[string]int `json:"failed_by_reason"`
 }
@@ -303,7 +309,7 @@ func toCampaignView(c *notify.Campaign, now time.Time) campaignView {
 		StartedAt: utcPtr(c.StartedAt), FinishedAt: utcPtr(c.FinishedAt),
 		Totals: campaignTotals{Members: p.Members, Total: p.Total, Sent: p.Sent, Failed: p.Failed,
 			Skipped: p.Skipped, Pending: p.Pending, Remaining: p.Pending + p.Unpaged,
-			RemainingExact:  c.Cursor.Exhausted() || c.State == notify.CampaignCompleted,
+			RemainingExact:  c.Cursor.Exhausted() || c.State == notify.CampaignCompleted, Audience: p.Members + p.Unpaged,
 			SkippedByReason: orEmpty(p.SkippedByReason), FailedByReason: orEmpty(p.FailedByReason)},
 		Sources: make([]sourceView, 0, len(c.Audience.Sources)),
 	}
@@ -317,6 +323,7 @@ func toCampaignView(c *notify.Campaign, now time.Time) campaignView {
 		}
 		if secs := end.Sub(*c.StartedAt).Seconds(); secs > 0 {
 			v.RatePerSecond = math.Round(float64(p.Sent+p.Failed+p.Skipped)/secs*10) / 10
+			v.RecipientsPerSecond = math.Round(float64(p.Members)/secs*10) / 10
 		}
 	}
 	if c.State == notify.CampaignRunning && v.RatePerSecond > 0 {

@@ -270,6 +270,10 @@ func TestCampaignViewRateETAAndReasons(t *testing.T) {
 	if v.RatePerSecond != 10 {
 		t.Fatalf("rate = %v/s, want 10 (100 done in 10 s)", v.RatePerSecond)
 	}
+	// In recipients, the unit of max_rate: 200 dispatched in 10 s, of an audience of about 1,100.
+	if v.RecipientsPerSecond != 20 || v.Totals.Audience != 1100 {
+		t.Fatalf("recipients/s = %v, audience = %d; want 20 and 1100 (200 dispatched + 900 unpaged)", v.RecipientsPerSecond, v.Totals.Audience)
+	}
 	if v.Totals.Remaining != 1000 || v.Totals.RemainingExact {
 		t.Fatalf("remaining = %d exact %v, want 1000 estimated (100 pending + 900 unpaged)", v.Totals.Remaining, v.Totals.RemainingExact)
 	}

@@ -163,7 +163,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	run("campaign", chromedp.Click(fmt.Sprintf(`tr[data-id=%q] a`, created.ID)), chromedp.WaitVisible("#progress"),
 		chromedp.WaitVisible(`#progress[data-percent="100"]`),
 		chromedp.Text("#page", &text, chromedp.ByQuery))
-	if !strings.Contains(text, "20 of 20 deliveries done") || !strings.Contains(text, "100 %") {
+	// Progress in recipients against the audience; the rate in the unit of its limit.
+	if !strings.Contains(text, "20 of 20 recipients reached") || !strings.Contains(text, "100 %") ||
+		!strings.Contains(text, "recipients/s (limit 10 recipients/s)") {
 		t.Fatalf("the campaign page at 100 %% shows %q", text)
 	}
 	shot("campaign")

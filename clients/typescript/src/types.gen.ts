@@ -333,6 +333,8 @@ export type Campaign = {
     pending: number;
     remaining: number;
     remaining_exact: boolean;
+    /** The campaign's recipients: those dispatched (members) and those its sources have not been read for yet; exact once remaining_exact, an estimate before. */
+    audience: number;
     /** Skipped deliveries by reason (opted_out, no_marketing_consent, quiet_hours, suppressed, no_address, canceled, duplicate — a recipient repeated within a bulk chunk, reached once). */
     skipped_by_reason: Record<string, number>;
     /** Failed deliveries by reason (unregistered, bounced, rejected, retries_exhausted, suppressed, expired). */
@@ -347,6 +349,8 @@ export type Campaign = {
   }[];
   /** Deliveries that reached an end state per second since the campaign started. */
   rate_per_second: number;
+  /** Audience members dispatched per second since the campaign started: the unit of max_rate, which caps it. */
+  recipients_per_second: number;
   /** When the campaign should finish at the current rate; null unless RUNNING. */
   eta: string | null;
 };

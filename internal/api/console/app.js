@@ -253,9 +253,13 @@ function bar(pct) {
 async function campaignPage(main, id) {
   const c = await api("GET", "campaigns/" + encodeURIComponent(id));
   const t = c.totals;
+  // Progress is in recipients, against the audience's size (estimated until every source has
+  // been read): the members dispatched, scaled by how many of their deliveries have ended.
   const done = t.sent + t.failed + t.skipped;
-  const of = Math.max(t.total, done + t.remaining);
-  const pct = c.state === "COMPLETED" ? 100 : of > 0 ? Math.floor(done / of * 100) : 0;
+  const reached = c.state === "COMPLETED" ? t.members : t.total > 0 ? Math.min(t.members, Math.round(t.members * done / t.total)) : 0;
+  const audience = Math.max(t.audience, reached);
+  const pct = c.state === "COMPLETED" ? 100 : audience > 0 ? Math.floor(reached / audience * 100) : 0;
+  const about = t.remaining_exact ? "" : "about ";
   const act = (verb) => el("button", { id: "campaign-" + verb, class: verb === "cancel" ? "danger" : "", onclick: async () => {
     if (verb === "cancel" && !window.confirm("Cancel campaign " + c.id + "? This cannot be undone.")) return;
     try {
@@ -267,10 +271,11 @@ async function campaignPage(main, id) {
   main.replaceChildren(
     el("h1", {}, "Campaign " + c.id),
     bar(pct),
-    el("p", {}, done + " of " + (t.remaining_exact ? of : "≥ " + of) + " deliveries done"),
+    el("p", { id: "c-progress" }, (t.total > 0 && t.total !== t.members ? "about " : "") + reached + " of " + about + audience + " recipients reached (" +
+      done + " of " + t.total + " deliveries ended)"),
     el("dl", {},
       el("dt", {}, "State"), el("dd", { id: "c-state" }, c.state),
-      el("dt", {}, "Rate"), el("dd", {}, c.rate_per_second + " /s" + (c.max_rate ? " (max " + c.max_rate + " /s)" : "")),
+      el("dt", {}, "Rate"), el("dd", { id: "c-rate" }, c.recipients_per_second + " recipients/s" + (c.max_rate ? " (limit " + c.max_rate + " recipients/s)" : "")),
       el("dt", {}, "ETA"), el("dd", {}, when(c.eta)),
       el("dt", {}, "Paused until (quiet hours)"), el("dd", {}, when(c.paused_until)),
       el("dt", {}, "Send at"), el("dd", {}, when(c.send_at)),
