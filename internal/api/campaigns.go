@@ -84,14 +84,14 @@ type campaignView struct {
 // it is exact (RemainingExact) once every source has been read, an estimate before (the audience
 // is paged, never loaded up front).
 type campaignTotals struct {
-	Members         int            `json:"members"`
-	Total           int            `json:"total"`
-	Sent            int            `json:"sent"`
-	Failed          int            `json:"failed"`
-	Skipped         int            `json:"skipped"`
-	Pending         int            `json:"pending"`
-	Remaining       int            `json:"remaining"`
-	RemainingExact  bool           `json:"remaining_exact"`
+	Members        int  `json:"members"`
+	Total          int  `json:"total"`
+	Sent           int  `json:"sent"`
+	Failed         int  `json:"failed"`
+	Skipped        int  `json:"skipped"`
+	Pending        int  `json:"pending"`
+	Remaining      int  `json:"remaining"`
+	RemainingExact bool `json:"remaining_exact"`
 	// Audience is the campaign's recipients: those dispatched and those its sources have not
 	// been read for yet — exact with RemainingExact, an estimate before.
 	Audience        int            `json:"audience"`
@@ -309,7 +309,7 @@ func toCampaignView(c *notify.Campaign, now time.Time) campaignView {
 		StartedAt: utcPtr(c.StartedAt), FinishedAt: utcPtr(c.FinishedAt),
 		Totals: campaignTotals{Members: p.Members, Total: p.Total, Sent: p.Sent, Failed: p.Failed,
 			Skipped: p.Skipped, Pending: p.Pending, Remaining: p.Pending + p.Unpaged,
-			RemainingExact:  c.Cursor.Exhausted() || c.State == notify.CampaignCompleted, Audience: p.Members + p.Unpaged,
+			RemainingExact: c.Cursor.Exhausted() || c.State == notify.CampaignCompleted, Audience: p.Members + p.Unpaged,
 			SkippedByReason: orEmpty(p.SkippedByReason), FailedByReason: orEmpty(p.FailedByReason)},
 		Sources: make([]sourceView, 0, len(c.Audience.Sources)),
 	}
