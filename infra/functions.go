@@ -386,8 +386,9 @@ func (h *herald) addFunction(name string) error {
 		h.grantReservedSends(role, func(k string, v *string) { env[k] = v })
 	case adminFunction:
 		// Operators' routes (/v1/admin/queues…): depth of every queue, a look at its dead
-		// letters, and redrive — a message move task from each DLQ back to its source, which
-		// SQS runs with the caller's rights: receive and delete on the DLQ, send on the source.
+		// letters, redrive — a message move task from each DLQ back to its source, which SQS
+		// runs with the caller's rights: receive and delete on the DLQ, send on the source — and
+		// a purge of a DLQ (DELETE …/dead-letters?confirm=<queue>), on the DLQs only.
 		// One statement each (queues are SSE-SQS: no KMS grants), so the role's policy stays small.
 		var sources, dlqs []*string
 		for _, q := range h.queues {
@@ -398,7 +399,8 @@ func (h *herald) addFunction(name string) error {
 		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid: jsii.String("InspectAndRedriveDeadLetters"),
 			Actions: jsii.Strings("sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage",
-				"sqs:GetQueueAttributes", "sqs:ListDeadLetterSourceQueues", "sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks"),
+				"sqs:GetQueueAttributes", "sqs:ListDeadLetterSourceQueues", "sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks",
+				"sqs:PurgeQueue"),
 			Resources: &dlqs,
 		}))
 		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{

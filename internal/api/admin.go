@@ -76,7 +76,7 @@ func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request) error {
 	if err := s.knownQueue(q); err != nil {
 		return err
 	}
-	limit, err := queryLimit(r, 10, 100)
+	limit, err := queryLimit(r, 10, 1000)
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,42 @@ func TestDeadLettersListMaskedAndRedrive(t *testing.T) {
 	}
 }
 
+// TestPurgeDeadLetters: a purge needs the queue's name typed again (400 naming confirm
+// otherwise), an admin (403), removes every dead letter and says how many, and is audited.
+func TestPurgeDeadLetters(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit)
+	ctx := context.Background()
+	dlq := notify.DLQName(notify.IngestQueue("orders"))
+	for _, b := range []string{"a", "b", "c"} {
+		if err := e.queue.Send(ctx, dlq, notify.OutMessage{Body: []byte(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantError(t, e.do(t, "DELETE", "/v1/admin/queues/ingest-orders/dead-letters", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "confirm")
+	wantError(t, e.do(t, "DELETE", "/v1/admin/queues/ingest-orders/dead-letters?confirm=ingest-order", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "confirm")
+	wantError(t, e.do(t, "DELETE", "/v1/admin/queues/ingest-orders/dead-letters?confirm=ingest-orders", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	rec := e.do(t, "DELETE", "/v1/admin/queues/ingest-orders/dead-letters?confirm=ingest-orders", ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "DELETE", "/v1/admin/queues/{queue}/dead-letters", rec)
+	if !strings.Contains(rec.Body.String(), `"purged":3`) {
+		t.Fatalf("purge = %s", rec.Body)
+	}
+	if left, _ := e.queue.Peek(ctx, dlq, 10); len(left) != 0 {
+		t.Fatalf("the DLQ still holds %d", len(left))
+	}
+	got := auditEntries(t, e, "?action=dead_letter.purge")
+	ok := 0
+	for _, en := range got.Entries {
+		if en.Result == notify.AuditResultOK && en.Params["purged"] == "3" && en.Actor == "orders" {
+			ok++
+		}
+	}
+	if len(got.Entries) != 4 || ok != 1 {
+		t.Fatalf("audit %+v, want the purge (and the three refused tries)", got.Entries)
+	}
+}
+
 func TestMaskPayload(t *testing.T) {
 	t.Parallel()
 	got := string(MaskPayload([]byte(`{"items":[{"id":"d1","address":"abcdefghijklmnopqrstuvwxyz"}],"Message":"{\"mail\":{\"destination\":[\"lee@example.com\"]}}"}`)))

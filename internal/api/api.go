@@ -182,6 +182,7 @@ var routes = []route{
 
 	{Method: "GET", Path: "/v1/admin/queues", handle: (*server).listQueues},
 	{Method: "GET", Path: "/v1/admin/queues/{queue}/dead-letters", handle: (*server).listDeadLetters},
+	{Method: "DELETE", Path: "/v1/admin/queues/{queue}/dead-letters", handle: (*server).purgeDeadLetters},
 	{Method: "POST", Path: "/v1/admin/queues/{queue}/redrive", handle: (*server).redrive},
 	{Method: "POST", Path: "/v1/admin/queues/{queue}/dead-letters/{message}/redrive", handle: (*server).redriveDeadLetter},
 	{Method: "DELETE", Path: "/v1/admin/queues/{queue}/dead-letters/{message}", handle: (*server).deleteDeadLetter},

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strconv"
 
 	"herald/internal/notify"
 )
@@ -54,5 +55,28 @@ func (s *server) deleteDeadLetter(w http.ResponseWriter, r *http.Request) (err e
 	}
 	s.log.InfoContext(r.Context(), "dead letter deleted", "queue", q, "message_id", id, "by", serviceOf(r))
 	writeJSON(w, http.StatusOK, map[string]any{"queue": q, "id": id, "deleted": true})
+	return nil
+}
+
+// purgeDeadLetters is DELETE /v1/admin/queues/{queue}/dead-letters?confirm=<queue>: every dead
+// letter of the queue is removed for good. The confirmation, the queue's name typed again, is
+// required, so no stray request or misclick can empty a DLQ.
+func (s *server) purgeDeadLetters(w http.ResponseWriter, r *http.Request) (err error) {
+	params := map[string]string{}
+	defer s.audit(w, r, notify.AuditDeadLetterPurge, notify.AuditTargetQueue, r.PathValue("queue"), params, &err)
+	dl, q, err := s.deadLetters(r)
+	if err != nil {
+		return err
+	}
+	if c := r.URL.Query().Get("confirm"); c != q {
+		return notify.FieldError("confirm", "type the queue's name (%s) to confirm: every dead letter is removed for good", q)
+	}
+	n, err := dl.PurgeDeadLetters(r.Context(), notify.DLQName(q))
+	if err != nil {
+		return err
+	}
+	params["purged"] = strconv.Itoa(n)
+	s.log.InfoContext(r.Context(), "dead letters purged", "queue", q, "purged", n, "by", serviceOf(r))
+	writeJSON(w, http.StatusOK, map[string]any{"queue": q, "purged": n})
 	return nil
 }

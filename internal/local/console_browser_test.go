@@ -243,3 +243,50 @@ func TestConsoleRefreshMannersAndRefusedKey(t *testing.T) {
 		t.Fatalf("after a 403 the console says %q, want it to say the key is not an admin's", text)
 	}
 }
+
+// TestConsolePagesAndPurgesDeadLetters: 150 dead letters show 100 at first and the rest on "Show
+// 100 more"; a purge waits for the queue's name typed exactly, then empties the DLQ and is
+// audited.
+func TestConsolePagesAndPurgesDeadLetters(t *testing.T) {
+	e := setup(t)
+	_, run, shot := browserTab(t, 1200, 800, "purge-")
+	dlq := notify.DLQName(notify.IngestQueue("demo"))
+	msgs := make([]notify.OutMessage, 150)
+	for i := range msgs {
+		msgs[i] = notify.OutMessage{Body: fmt.Appendf(nil, `{"n": %d}`, i), Attributes: map[string]string{pipeline.AttrErrorCode: notify.EINVALID}}
+	}
+	if err := e.rt.Queue.Send(context.Background(), dlq, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	rowCount := `document.querySelectorAll("tr[data-id]").length`
+	run("sign in and open the dead letters", chromedp.Navigate(e.rt.URL+"/console#/queues/ingest-demo"), chromedp.WaitVisible("#key"),
+		chromedp.SendKeys("#key", "dev-demo-key"), chromedp.Click(`#key-form button`), chromedp.WaitVisible("#more"),
+		chromedp.Evaluate(rowCount, &rows))
+	if rows != 100 {
+		t.Fatalf("%d dead letters shown at first, want 100", rows)
+	}
+	run("show more", chromedp.Click("#more"), chromedp.WaitNotPresent("#more"), chromedp.Evaluate(rowCount, &rows))
+	if rows != 150 {
+		t.Fatalf("%d dead letters shown after more, want 150", rows)
+	}
+	var disabled bool
+	run("purge, the name mistyped", chromedp.Click("#purge"), chromedp.WaitVisible("#purge-name"),
+		chromedp.SendKeys("#purge-name", "ingest-dem"), chromedp.Evaluate(`document.getElementById("purge-confirm").disabled`, &disabled))
+	if !disabled {
+		t.Fatal("the purge could be confirmed with the queue's name mistyped")
+	}
+	shot("confirm")
+	var text string
+	run("purge, the name typed", chromedp.SendKeys("#purge-name", "o"), chromedp.Click("#purge-confirm"),
+		chromedp.WaitVisible(`#status.ok`), chromedp.Text("#status", &text, chromedp.ByQuery), chromedp.WaitNotPresent("tr[data-id]"))
+	if !strings.Contains(text, "Purged 150 dead letter(s) of ingest-demo") {
+		t.Fatalf("after the purge the console says %q", text)
+	}
+	if e.deadLetters() != 0 {
+		t.Fatalf("the DLQ holds %d after the purge", e.deadLetters())
+	}
+	if got := string(e.auditJSON("?action=dead_letter.purge")); !strings.Contains(got, `"purged":"150"`) {
+		t.Fatalf("the purge is not audited: %s", got)
+	}
+}

@@ -28,6 +28,7 @@ const (
 	AuditQueueRedrive           AuditAction = "queue.redrive"
 	AuditDeadLetterRedrive      AuditAction = "dead_letter.redrive" // one dead letter, by id
 	AuditDeadLetterDelete       AuditAction = "dead_letter.delete"
+	AuditDeadLetterPurge        AuditAction = "dead_letter.purge" // every dead letter of a queue; params: purged
 	AuditNotificationCancel     AuditAction = "notification.cancel"
 	AuditNotificationReschedule AuditAction = "notification.reschedule"
 	AuditCampaignCancel         AuditAction = "campaign.cancel"
@@ -60,7 +61,7 @@ const (
 
 // AuditActions is every action, in the order above: what GET /v1/admin/audit?action= accepts.
 var AuditActions = []AuditAction{
-	AuditQueueRedrive, AuditDeadLetterRedrive, AuditDeadLetterDelete, AuditNotificationCancel, AuditNotificationReschedule,
+	AuditQueueRedrive, AuditDeadLetterRedrive, AuditDeadLetterDelete, AuditDeadLetterPurge, AuditNotificationCancel, AuditNotificationReschedule,
 	AuditCampaignCancel, AuditCampaignPause, AuditCampaignResume, AuditCampaignReschedule,
 	AuditAudienceListUpload, AuditSchedulesRearm, AuditExportCreate, AuditExportDownload, AuditExportCancel,
 	AuditUserDeviceDelete, AuditUserWebPushDelete, AuditUserContactsPut, AuditUserPreferencesPut, AuditUserInboxDelete,

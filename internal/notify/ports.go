@@ -338,6 +338,10 @@ type DeadLetters interface {
 	RedriveDeadLetter(ctx context.Context, dlq, id string) error
 	// DeleteDeadLetter removes message id from dlq; ENOTFOUND as for RedriveDeadLetter.
 	DeleteDeadLetter(ctx context.Context, dlq, id string) error
+	// PurgeDeadLetters removes every message of dlq and returns how many it held (SQS: its
+	// approximate count just before PurgeQueue, which SQS finishes within a minute and allows
+	// once a minute: ECONFLICT while one is under way). ENOTFOUND for an unknown queue.
+	PurgeDeadLetters(ctx context.Context, dlq string) (int, error)
 }
 
 // QueueConfig declares a queue.

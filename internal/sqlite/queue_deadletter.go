@@ -68,3 +68,19 @@ func (q *Queue) DeleteDeadLetter(ctx context.Context, dlq, id string) error {
 	}
 	return nil
 }
+
+// PurgeDeadLetters implements notify.DeadLetters: every message of dlq, received or not, goes.
+func (q *Queue) PurgeDeadLetters(ctx context.Context, dlq string) (int, error) {
+	if _, err := q.state("purge", dlq); err != nil {
+		return 0, err
+	}
+	res, err := q.db.W.ExecContext(ctx, `DELETE FROM queue_messages WHERE queue = ?`, dlq)
+	if err != nil {
+		return 0, queueDBError(err, "purge %s", dlq)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, queueDBError(err, "purge %s", dlq)
+	}
+	return int(n), nil
+}

@@ -2,9 +2,12 @@ package sqs
 
 import (
 	"context"
+	"errors"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
 
 	"herald/internal/notify"
 )
@@ -98,4 +101,26 @@ func (q *Queue) DeleteDeadLetter(ctx context.Context, dlq, id string) error {
 		return err
 	}
 	return q.Delete(ctx, dlq, m.ReceiptHandle)
+}
+
+// PurgeDeadLetters implements notify.DeadLetters with PurgeQueue, after counting what the queue
+// holds (approximately, as SQS counts). A purge already under way (SQS allows one a minute) is
+// ECONFLICT.
+func (q *Queue) PurgeDeadLetters(ctx context.Context, dlq string) (int, error) {
+	url, err := q.url("purge", dlq)
+	if err != nil {
+		return 0, err
+	}
+	st, err := q.Stats(ctx, dlq)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := q.client.PurgeQueue(ctx, &sqs.PurgeQueueInput{QueueUrl: aws.String(url)}); err != nil {
+		var ae smithy.APIError
+		if errors.As(err, &ae) && strings.Contains(ae.ErrorCode(), "PurgeQueueInProgress") {
+			return 0, notify.Wrap(notify.ECONFLICT, err, "purge %s: a purge of this queue is under way; SQS allows one a minute", dlq)
+		}
+		return 0, q.fail(ctx, err, "purge %s", dlq)
+	}
+	return st.Visible + st.InFlight + st.Delayed, nil
 }

@@ -88,8 +88,16 @@ async function queuesPage(main) {
   return 3000;
 }
 
+// deadLettersPage lists a queue's dead letters, oldest first, 100 more at a time up to the
+// 1,000 one listing shows (#/queues/<queue>?limit=…), and offers redrive and a purge that the
+// queue's name, typed again, confirms.
 async function deadLettersPage(main, queue) {
-  const data = await api("GET", "queues/" + encodeURIComponent(queue) + "/dead-letters?limit=100");
+  const params = new URLSearchParams(location.hash.split("?")[1] || "");
+  const limit = Math.min(1000, Math.max(100, parseInt(params.get("limit") || "100", 10) || 100));
+  const [data, queues] = await Promise.all([
+    api("GET", "queues/" + encodeURIComponent(queue) + "/dead-letters?limit=" + limit), api("GET", "queues")]);
+  const known = (queues.queues || []).find(q => q.name === queue);
+  const total = known ? known.dead_letters : undefined;
   const confirmBox = el("span", {});
   const redrive = el("button", {
     id: "redrive-all", disabled: data.dead_letters.length === 0, onclick: () => {
@@ -106,16 +114,38 @@ async function deadLettersPage(main, queue) {
         el("button", { onclick: () => confirmBox.replaceChildren() }, "Cancel"));
     },
   }, "Redrive all");
+  const purge = el("button", {
+    id: "purge", class: "danger", disabled: data.dead_letters.length === 0, onclick: () => {
+      const typed = el("input", { id: "purge-name", ariaLabel: "type the queue's name to confirm the purge", placeholder: queue, size: 24 });
+      const go = el("button", { id: "purge-confirm", class: "danger", disabled: true, onclick: async () => {
+        try {
+          const r = await api("DELETE", "queues/" + encodeURIComponent(queue) + "/dead-letters?confirm=" + encodeURIComponent(typed.value));
+          status("Purged " + r.purged + " dead letter(s) of " + queue + ".", true);
+        } catch (e) { status(e.message); }
+        route();
+      } }, "Purge for good");
+      typed.oninput = () => { go.disabled = typed.value !== queue; };
+      confirmBox.replaceChildren("Every dead letter of " + queue + " is removed for good. Type the queue's name to confirm: ",
+        typed, " ", go, " ", el("button", { onclick: () => confirmBox.replaceChildren() }, "Cancel"));
+      typed.focus();
+    },
+  }, "Purge…");
+  const shown = data.dead_letters.length;
+  const more = shown >= limit && limit < 1000 ?
+    el("a", { id: "more", href: "#/queues/" + encodeURIComponent(queue) + "?limit=" + (limit + 100) }, "Show 100 more") : null;
   main.replaceChildren(
     el("h1", {}, "Dead letters of " + queue),
-    el("p", {}, el("a", { href: "#/queues" }, "← queues"), " ", el("button", { onclick: route }, "Refresh"), " ", redrive, " ", confirmBox),
+    el("p", {}, el("a", { href: "#/queues" }, "← queues"), " ", el("button", { onclick: () => route() }, "Refresh"), " ", redrive, " ", purge, " ", confirmBox),
+    el("p", { class: "muted", id: "dl-count" }, "Showing " + shown + (total !== undefined ? " of " + total : "") + " dead letters, oldest first." +
+      (limit >= 1000 && total > 1000 ? " A listing shows at most 1,000: redrive or purge to reach the rest." : "")),
     table(["Id", "Error code", "Reason", "Receive count", "Sent", "Payload (masked)", ""],
       data.dead_letters.map(d => el("tr", { "data-id": d.id },
         el("td", {}, d.id), el("td", {}, d.code || "—"), el("td", { class: "reason" }, d.error || "—"),
         num(d.receive_count), el("td", {}, when(d.sent_at)),
         el("td", {}, el("pre", {}, JSON.stringify(d.payload, null, 1))),
         el("td", {}, oneDeadLetter(queue, d.id)))),
-      "No dead letters."));
+      "No dead letters."),
+    more ? el("p", {}, more) : null);
   return 0; // no refresh by itself: it would close a confirmation being answered
 }
 

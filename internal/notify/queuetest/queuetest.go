@@ -57,6 +57,7 @@ func Run(t *testing.T, f Features, newQueue func(t *testing.T, cfgs []notify.Que
 		{"Delay", testDelay},
 		{"DeadLetter", testDeadLetter},
 		{"DeadLetterOne", testDeadLetterOne},
+		{"PurgeDeadLetters", testPurgeDeadLetters},
 		{"Stats", testStats},
 		{"Peek", testPeek},
 		{"LongPollWakesOnSend", testLongPollWakesOnSend},
@@ -748,4 +749,34 @@ func testDeadLetterOne(t *testing.T, s *suite) {
 		t.Fatalf("DLQ after one redrive and one delete = %q, %v; want only dl-c", bodies(left), err)
 	}
 	e.expectEmpty(e.name, "after the one redriven message was received")
+}
+
+// testPurgeDeadLetters: an operator purges a DLQ — every message goes, received or not, and the
+// count says how many — and nothing else: the source queue keeps its messages.
+func testPurgeDeadLetters(t *testing.T, s *suite) {
+	e := s.setup(t, nil)
+	dl := e.q.(notify.DeadLetters)
+	e.send(e.dlq, notify.OutMessage{Body: []byte("p-a")}, notify.OutMessage{Body: []byte("p-b")}, notify.OutMessage{Body: []byte("p-c")})
+	e.send(e.name, notify.OutMessage{Body: []byte("keep")})
+	n, err := dl.PurgeDeadLetters(e.ctx, e.dlq)
+	if err != nil || n != 3 {
+		t.Fatalf("PurgeDeadLetters = %d, %v; want 3", n, err)
+	}
+	deadline := time.Now().Add(70 * time.Second) // SQS finishes a purge within a minute
+	for {
+		left, err := e.q.Peek(e.ctx, e.dlq, 10)
+		if err == nil && len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the DLQ still holds %q (%v)", bodies(left), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := e.receiveN(e.name, 1, long); string(got[0].Body) != "keep" {
+		t.Fatalf("the source queue lost its message: %q", bodies(got))
+	}
+	if _, err := dl.PurgeDeadLetters(e.ctx, "no-such-queue-dlq"); !notify.IsCode(err, notify.ENOTFOUND) {
+		t.Fatalf("purge of an unknown queue: %v, want ENOTFOUND", err)
+	}
 }

@@ -440,6 +440,15 @@ func (s *scenarios) poison(t *testing.T) {
 		l := deadLetters()
 		return len(l) == 1 && l[0]["id"] != first["id"], fmt.Sprint(l)
 	})
+	// The poison one is no good: the operator purges the DLQ, typing its name to confirm.
+	purged := s.mustCall(t, 200, "DELETE", "/v1/admin/queues/ingest-orders/dead-letters?confirm=ingest-orders", nil)
+	if n, _ := purged["purged"].(float64); n != 1 {
+		t.Fatalf("purge answered %v, want 1 purged", purged)
+	}
+	waitFor(t, 70*time.Second, "the purged DLQ empty", func() (bool, string) {
+		l := deadLetters()
+		return len(l) == 0, fmt.Sprint(l)
+	})
 }
 
 // forged: the orders producer sending to the marketing ingest queue is refused by that queue's
