@@ -19,6 +19,8 @@ type queueView struct {
 	Name        string            `json:"name"`
 	Stats       notify.QueueStats `json:"stats"`
 	DeadLetters int               `json:"dead_letters"`
+	// Paused is whether the queue's consumers are paused; absent where the runtime cannot say.
+	Paused *bool `json:"paused,omitempty"`
 }
 
 func (s *server) requireAdmin(r *http.Request) error {
@@ -52,7 +54,13 @@ func (s *server) listQueues(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		out = append(out, queueView{Name: q, Stats: st, DeadLetters: dl.Visible + dl.InFlight + dl.Delayed})
+		v := queueView{Name: q, Stats: st, DeadLetters: dl.Visible + dl.InFlight + dl.Delayed}
+		if s.consumers != nil {
+			if p, err := s.consumers.Paused(r.Context(), q); err == nil {
+				v.Paused = &p
+			}
+		}
+		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"queues": out})
 	return nil
@@ -125,3 +133,37 @@ func (s *server) redrive(w http.ResponseWriter, r *http.Request) (err error) {
 // MaskPayload returns body with every device token, email address and phone number masked
 // (notify.MaskPayload).
 func MaskPayload(body []byte) json.RawMessage { return notify.MaskPayload(body) }
+
+// pauseQueue and resumeQueue are POST /v1/admin/queues/{queue}/pause and /resume: the queue's
+// consumers stop receiving (their messages wait) or start again. Audited.
+func (s *server) pauseQueue(w http.ResponseWriter, r *http.Request) error {
+	return s.setPaused(w, r, true)
+}
+func (s *server) resumeQueue(w http.ResponseWriter, r *http.Request) error {
+	return s.setPaused(w, r, false)
+}
+
+func (s *server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) (err error) {
+	action := notify.AuditQueueResume
+	if paused {
+		action = notify.AuditQueuePause
+	}
+	defer s.audit(w, r, action, notify.AuditTargetQueue, r.PathValue("queue"), nil, &err)
+	if err := s.requireAdmin(r); err != nil {
+		return err
+	}
+	q := r.PathValue("queue")
+	if err := s.knownQueue(q); err != nil {
+		return err
+	}
+	if s.consumers == nil {
+		writeNotImplemented(w, "pausing a queue's consumers is not available in this runtime")
+		return nil
+	}
+	if err := s.consumers.SetPaused(r.Context(), q, paused); err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "queue consumers "+map[bool]string{true: "paused", false: "resumed"}[paused], "queue", q, "by", serviceOf(r))
+	writeJSON(w, http.StatusOK, map[string]any{"queue": q, "paused": paused})
+	return nil
+}

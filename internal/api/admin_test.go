@@ -126,3 +126,44 @@ func TestMaskPayloadWebPush(t *testing.T) {
 		t.Fatalf("the push service is not shown: %s", got)
 	}
 }
+
+// fakeConsumers records pauses.
+type fakeConsumers struct{ paused map[string]bool }
+
+func (f *fakeConsumers) SetPaused(_ context.Context, q string, p bool) error {
+	f.paused[q] = p
+	return nil
+}
+func (f *fakeConsumers) Paused(_ context.Context, q string) (bool, error) { return f.paused[q], nil }
+
+// TestPauseAndResumeQueue: an admin pauses and resumes a queue's consumers, the queue listing
+// says which are paused, both are audited; without Consumers the routes answer 501.
+func TestPauseAndResumeQueue(t *testing.T) {
+	t.Parallel()
+	fc := &fakeConsumers{paused: map[string]bool{}}
+	e := setup(t, withAudit, func(o *Options) { o.Consumers = fc })
+	wantError(t, e.do(t, "POST", "/v1/admin/queues/ingest-orders/pause", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+	wantError(t, e.do(t, "POST", "/v1/admin/queues/nope/pause", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "queue")
+	rec := e.do(t, "POST", "/v1/admin/queues/ingest-orders/pause", ordersKey, nil)
+	wantStatus(t, rec, http.StatusOK)
+	wantDocumented(t, "POST", "/v1/admin/queues/{queue}/pause", rec)
+	if !fc.paused["ingest-orders"] {
+		t.Fatal("not paused")
+	}
+	rec = e.do(t, "GET", "/v1/admin/queues", ordersKey, nil)
+	if !strings.Contains(rec.Body.String(), `"paused":true`) {
+		t.Fatalf("queues = %s, want ingest-orders paused", rec.Body)
+	}
+	wantStatus(t, e.do(t, "POST", "/v1/admin/queues/ingest-orders/resume", ordersKey, nil), http.StatusOK)
+	if fc.paused["ingest-orders"] {
+		t.Fatal("not resumed")
+	}
+	for _, a := range []string{"queue.pause", "queue.resume"} {
+		if got := auditEntries(t, e, "?action="+a); len(got.Entries) == 0 {
+			t.Fatalf("%s not audited", a)
+		}
+	}
+	bare := setup(t, withAudit)
+	rec = bare.do(t, "POST", "/v1/admin/queues/ingest-orders/pause", ordersKey, nil)
+	wantStatus(t, rec, http.StatusNotImplemented)
+}

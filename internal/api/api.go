@@ -49,6 +49,9 @@ type Options struct {
 	Admin         notify.Queue
 	Queues        []string
 	AdminServices []string
+	// Consumers pauses and resumes a queue's consumers (POST /v1/admin/queues/{queue}/pause,
+	// /resume). Nil: those routes answer 501.
+	Consumers notify.Consumers
 	// Extra registers more handlers by mux pattern (e.g. "GET /sandbox/deliveries"). They need no
 	// API key and share the access log and panic recovery.
 	Extra map[string]http.Handler
@@ -183,6 +186,8 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/admin/queues", handle: (*server).listQueues},
 	{Method: "GET", Path: "/v1/admin/queues/{queue}/dead-letters", handle: (*server).listDeadLetters},
 	{Method: "DELETE", Path: "/v1/admin/queues/{queue}/dead-letters", handle: (*server).purgeDeadLetters},
+	{Method: "POST", Path: "/v1/admin/queues/{queue}/pause", handle: (*server).pauseQueue},
+	{Method: "POST", Path: "/v1/admin/queues/{queue}/resume", handle: (*server).resumeQueue},
 	{Method: "POST", Path: "/v1/admin/queues/{queue}/redrive", handle: (*server).redrive},
 	{Method: "POST", Path: "/v1/admin/queues/{queue}/dead-letters/{message}/redrive", handle: (*server).redriveDeadLetter},
 	{Method: "DELETE", Path: "/v1/admin/queues/{queue}/dead-letters/{message}", handle: (*server).deleteDeadLetter},
@@ -221,6 +226,7 @@ type server struct {
 
 	authenticateFunc func(r *http.Request) (Principal, error)
 	admin            notify.Queue
+	consumers        notify.Consumers
 	queues           []string
 	admins           map[string]bool
 	scheduler        notify.Scheduler
@@ -265,6 +271,7 @@ func New(o Options) http.Handler {
 
 		authenticateFunc: o.Authenticate,
 		admin:            o.Admin,
+		consumers:        o.Consumers,
 		queues:           o.Queues,
 		admins:           map[string]bool{},
 		scheduler:        o.Scheduler,

@@ -290,3 +290,36 @@ func TestConsolePagesAndPurgesDeadLetters(t *testing.T) {
 		t.Fatalf("the purge is not audited: %s", got)
 	}
 }
+
+// TestConsolePausesAQueue: an operator pauses the ingest queue's consumers from the console; a
+// notification sent meanwhile waits on the queue (nothing reaches the phone), and goes out once
+// the queue is resumed. Both are audited.
+func TestConsolePausesAQueue(t *testing.T) {
+	e := setup(t)
+	_, run, shot := browserTab(t, 1200, 800, "pause-")
+	e.mustDo("PUT", "/v1/users/paz/devices/fcm-pause-paz-0001", map[string]any{"platform": "fcm"}, 200)
+	row := `tr[data-queue="ingest-demo"]`
+	run("sign in and pause ingest-demo", chromedp.Navigate(e.rt.URL+"/console"), chromedp.WaitVisible("#key"),
+		chromedp.SendKeys("#key", "dev-demo-key"), chromedp.Click(`#key-form button`), chromedp.WaitVisible(row+" button.pause"),
+		chromedp.Click(row+" button.pause"), chromedp.WaitVisible(row+" button.pause-confirm"), chromedp.Sleep(3500*time.Millisecond),
+		chromedp.WaitVisible(row+" button.pause-confirm"), // the question survives a refresh
+		chromedp.Click(row+" button.pause-confirm"), chromedp.WaitVisible(row+`[data-paused="true"] button.resume`))
+	shot("paused")
+	id := e.send(notify.SendRequest{IdempotencyKey: "pause-1", Channels: []notify.Channel{"push"},
+		Content: notify.Content{Title: "Waits", Body: "until resumed"}, Recipients: []notify.Recipient{{UserID: "paz"}}})
+	time.Sleep(1500 * time.Millisecond)
+	if n := e.deliveredTo("fcm-pause-paz-0001"); n != 0 {
+		t.Fatalf("%d pushes while ingest-demo was paused", n)
+	}
+	if msgs := mustPeek(t, e, notify.IngestQueue("demo")); len(msgs) != 1 {
+		t.Fatalf("ingest-demo holds %d messages while paused, want the notification waiting", len(msgs))
+	}
+	run("resume", chromedp.Click(row+" button.resume"), chromedp.WaitVisible(row+`[data-paused="false"] button.pause`))
+	if st := e.waitFinal(id); st.Status != "SENT" {
+		t.Fatalf("after the resume the notification is %s", st.Status)
+	}
+	got := string(e.auditJSON("?target_id=ingest-demo"))
+	if !strings.Contains(got, `"action":"queue.pause"`) || !strings.Contains(got, `"action":"queue.resume"`) {
+		t.Fatalf("pause and resume are not audited: %s", got)
+	}
+}

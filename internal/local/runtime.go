@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"herald/internal/api"
@@ -86,7 +87,31 @@ type Runtime struct {
 	workers sync.WaitGroup
 	loops   sync.WaitGroup
 	closers []func() error
-	unlock  func() error // the data directory's lock, let go of after every closer
+	unlock  func() error            // the data directory's lock, let go of after every closer
+	paused  map[string]*atomic.Bool // each consumed queue's pause (SetPaused)
+}
+
+var _ notify.Consumers = (*Runtime)(nil)
+
+// SetPaused implements notify.Consumers: queue's workers stop receiving (their batches in flight
+// finish) or start again. The pause lasts until it is lifted or the process restarts.
+func (r *Runtime) SetPaused(_ context.Context, queue string, paused bool) error {
+	p, ok := r.paused[queue]
+	if !ok {
+		return notify.Errorf(notify.ENOTFOUND, "nothing consumes queue %q here", queue)
+	}
+	p.Store(paused)
+	r.log.Info("queue consumers "+map[bool]string{true: "paused", false: "resumed"}[paused], "queue", queue)
+	return nil
+}
+
+// Paused implements notify.Consumers.
+func (r *Runtime) Paused(_ context.Context, queue string) (bool, error) {
+	p, ok := r.paused[queue]
+	if !ok {
+		return false, notify.Errorf(notify.ENOTFOUND, "nothing consumes queue %q here", queue)
+	}
+	return p.Load(), nil
 }
 
 // Start opens the databases, starts the sandbox (if configured), the workers, the scheduler loop
@@ -144,6 +169,10 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	r.closers = append(r.closers, r.queueDB.Close)
 	consumers := r.consumers()
+	r.paused = make(map[string]*atomic.Bool, len(consumers))
+	for _, c := range consumers {
+		r.paused[c.Queue] = new(atomic.Bool)
+	}
 	var qcfgs []notify.QueueConfig
 	for _, c := range consumers {
 		qcfgs = append(qcfgs,
@@ -262,7 +291,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	r.server = api.NewServer(api.New(api.Options{
 		Store: r.Store, Queue: producer, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
-		Admin: r.Queue, Queues: append(o.Config.QueueNames(), notify.QueueExport), AdminServices: o.Config.AdminServices(),
+		Admin: r.Queue, Queues: append(o.Config.QueueNames(), notify.QueueExport), AdminServices: o.Config.AdminServices(), Consumers: r,
 		Scheduler: r.Scheduler, Apps: o.Config.ProviderApps(), CursorKey: api.CursorKeyFrom(o.Config.Contacts.EncryptionKey),
 		Audit:          r.Store,
 		Exports:        r.Store,
@@ -286,6 +315,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	r.cancel = cancel
 	gate := &Gate{MaxHold: 250 * time.Millisecond, Linger: 10 * time.Millisecond}
 	for _, c := range consumers {
+		c.Paused = r.paused[c.Queue]
 		c.Handler = r.handlerFor(c)
 		c.Gate = gate
 		c.Foreground = c.stage == notify.StageIngest || strings.HasSuffix(c.Queue, "-"+string(notify.LaneRealtime))

@@ -36,6 +36,9 @@ type Consumer struct {
 	ByLane     bool
 	// Events hears of every message dead-lettered here (nil: none), as the Lambda glue's do.
 	Events notify.Events
+	// Paused, while set, keeps the workers from receiving: the queue's messages wait (an
+	// operator's pause, Runtime.SetPaused). Batches in flight finish.
+	Paused *atomic.Bool
 }
 
 // Gate is the local runtime's lane priority. In AWS each lane has its own Lambdas and nothing is
@@ -90,6 +93,10 @@ func pool(ctx context.Context, q notify.Queue, c Consumer, log *slog.Logger, wg 
 func worker(ctx context.Context, q notify.Queue, c Consumer, log *slog.Logger) {
 	idle := 0
 	for ctx.Err() == nil {
+		if c.Paused != nil && c.Paused.Load() {
+			sleep(ctx, 100*time.Millisecond)
+			continue
+		}
 		msgs, err := q.Receive(ctx, c.Queue, c.BatchSize, c.Visibility, time.Second)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -102,6 +109,17 @@ func worker(ctx context.Context, q notify.Queue, c Consumer, log *slog.Logger) {
 		}
 		idle = 0
 		if len(msgs) == 0 {
+			continue
+		}
+		if c.Paused != nil && c.Paused.Load() {
+			// Paused while this receive waited: the messages go back, visible at once, untouched
+			// but for their receive count.
+			for _, m := range msgs {
+				if err := q.ChangeVisibility(context.WithoutCancel(ctx), c.Queue, m.ReceiptHandle, 0); err != nil {
+					log.Warn("a message received as the queue paused was not released; it is visible again after its timeout",
+						"queue", c.Queue, "message_id", m.ID, "error", err)
+				}
+			}
 			continue
 		}
 		msgs = gather(ctx, q, c, msgs, log)

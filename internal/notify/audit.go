@@ -26,6 +26,8 @@ type AuditAction string
 // to AuditActions.
 const (
 	AuditQueueRedrive           AuditAction = "queue.redrive"
+	AuditQueuePause             AuditAction = "queue.pause"         // its consumers stop receiving
+	AuditQueueResume            AuditAction = "queue.resume"        // and start again
 	AuditDeadLetterRedrive      AuditAction = "dead_letter.redrive" // one dead letter, by id
 	AuditDeadLetterDelete       AuditAction = "dead_letter.delete"
 	AuditDeadLetterPurge        AuditAction = "dead_letter.purge" // every dead letter of a queue; params: purged
@@ -61,7 +63,7 @@ const (
 
 // AuditActions is every action, in the order above: what GET /v1/admin/audit?action= accepts.
 var AuditActions = []AuditAction{
-	AuditQueueRedrive, AuditDeadLetterRedrive, AuditDeadLetterDelete, AuditDeadLetterPurge, AuditNotificationCancel, AuditNotificationReschedule,
+	AuditQueueRedrive, AuditQueuePause, AuditQueueResume, AuditDeadLetterRedrive, AuditDeadLetterDelete, AuditDeadLetterPurge, AuditNotificationCancel, AuditNotificationReschedule,
 	AuditCampaignCancel, AuditCampaignPause, AuditCampaignResume, AuditCampaignReschedule,
 	AuditAudienceListUpload, AuditSchedulesRearm, AuditExportCreate, AuditExportDownload, AuditExportCancel,
 	AuditUserDeviceDelete, AuditUserWebPushDelete, AuditUserContactsPut, AuditUserPreferencesPut, AuditUserInboxDelete,

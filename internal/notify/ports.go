@@ -329,6 +329,17 @@ type Queue interface {
 	Stats(ctx context.Context, queue string) (QueueStats, error)
 }
 
+// Consumers pauses and resumes what consumes a queue — the local runtime's workers, an event
+// source mapping's Enabled flag in AWS — for an operator who must stop a stage (a provider
+// outage, a bad deploy) without losing its messages: they wait on the queue until it resumes.
+type Consumers interface {
+	// SetPaused pauses (true) or resumes (false) queue's consumers; ENOTFOUND when nothing
+	// consumes queue here.
+	SetPaused(ctx context.Context, queue string, paused bool) error
+	// Paused reports whether queue's consumers are paused; ENOTFOUND as for SetPaused.
+	Paused(ctx context.Context, queue string) (bool, error)
+}
+
 // DeadLetters acts on one dead letter at a time, for an operator who redrives or drops a single
 // message of a DLQ (the console). Both queue adapters implement it, checked by queuetest.
 type DeadLetters interface {

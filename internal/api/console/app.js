@@ -75,16 +75,40 @@ function reasons(m) {
 
 async function queuesPage(main) {
   const data = await api("GET", "queues");
+  const canPause = data.queues.some(q => q.paused !== undefined);
+  const consumers = (q) => {
+    if (q.paused === undefined) return el("td", {}, "—");
+    const box = el("span", {});
+    const set = (verb) => async () => {
+      try {
+        await api("POST", "queues/" + encodeURIComponent(q.name) + "/" + verb);
+        status(q.name + (verb === "pause" ? " paused: its messages wait." : " resumed."), true);
+      } catch (e) { status(e.message); }
+      route();
+    };
+    if (q.paused) {
+      box.append(el("strong", { class: "warn-text" }, "paused"), " ", el("button", { class: "resume", onclick: set("resume") }, "Resume"));
+    } else {
+      box.append("running ", el("button", { class: "pause", onclick: () => {
+        box.replaceChildren(el("span", { class: "confirming" }, "Pause " + q.name + "? Its messages wait until it resumes. "),
+          el("button", { class: "danger pause-confirm", onclick: set("pause") }, "Pause"), " ",
+          el("button", { onclick: () => route() }, "Cancel"));
+      } }, "Pause"));
+    }
+    return el("td", {}, box);
+  };
   main.replaceChildren(
     el("h1", {}, "Queues"),
-    el("p", { class: "muted" }, "Refreshes every 3 seconds. Dead letters link to the queue's dead-letter page."),
-    table(["Queue", "Visible", "In flight", "Delayed", "Oldest message", "Dead letters"],
-      data.queues.map(q => el("tr", { "data-queue": q.name },
+    el("p", { class: "muted" }, "Refreshes every 3 seconds. Dead letters link to the queue's dead-letter page." +
+      (canPause ? " Pausing a queue stops its consumers: its messages wait until it resumes." : "")),
+    table(["Queue", "Visible", "In flight", "Delayed", "Oldest message", "Dead letters"].concat(canPause ? ["Consumers"] : []),
+      data.queues.map(q => el("tr", { "data-queue": q.name, "data-paused": String(!!q.paused) },
         el("td", {}, q.name),
         num(q.stats.visible), num(q.stats.in_flight), num(q.stats.delayed),
         el("td", { class: "num" }, q.stats.oldest_age_seconds === undefined ? "—" : q.stats.oldest_age_seconds + " s"),
         el("td", { class: "num" + (q.dead_letters > 0 ? " warn" : "") },
-          el("a", { href: "#/queues/" + encodeURIComponent(q.name) }, String(q.dead_letters)))))));
+          el("a", { href: "#/queues/" + encodeURIComponent(q.name) }, String(q.dead_letters))),
+        canPause ? consumers(q) : null))));
   return 3000;
 }
 
@@ -505,6 +529,7 @@ function autoRefresh() { return sessionStorage.getItem("herald.console.refresh")
 function busy(main) {
   const a = document.activeElement;
   if (a && a !== main && main.contains(a) && a.matches("input, select, textarea, button, a, [tabindex]")) return true;
+  if (main.querySelector(".confirming")) return true; // a question is waiting for its answer
   const sel = window.getSelection();
   return !!(sel && !sel.isCollapsed && main.contains(sel.anchorNode));
 }
