@@ -33,6 +33,7 @@ require (
 )
 
 require (
+	github.com/aws/aws-sdk-go-v2/service/lambda v1.117.0
 	github.com/cbroglie/mustache v1.4.2
 	herald/clients/go v0.0.0-00010101000000-000000000000
 )

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"net/mail"
 	"os"
 	"path/filepath"
@@ -279,7 +280,39 @@ func (h *herald) addFunctions() error {
 				jsii.String(fmt.Sprintf("queue %s has no consumer: functions/%s does not exist", q.logical, q.consumer)), nil)
 		}
 	}
+	h.grantConsumerPauses()
 	return nil
+}
+
+// envConsumerMappings is internal/awsenv.EnvConsumerMappings.
+const envConsumerMappings = "HERALD_CONSUMER_MAPPINGS"
+
+// grantConsumerPauses lets the admin function pause and resume each queue's consumers (POST
+// /v1/admin/queues/{queue}/pause, /resume): it is told each queue's event source mapping
+// (HERALD_CONSUMER_MAPPINGS) and may read and update exactly those mappings — to turn them off
+// and on: an update naming a function may only name one of Herald's own (lambda:FunctionArn).
+func (h *herald) grantConsumerPauses() {
+	admin, ok := h.functions[adminFunction]
+	if !ok || len(h.mappings) == 0 {
+		return
+	}
+	byQueue := map[string]any{}
+	var arns []*string
+	for _, logical := range slices.Sorted(maps.Keys(h.mappings)) {
+		m := h.mappings[logical]
+		byQueue[logical] = m.EventSourceMappingId()
+		arns = append(arns, awscdk.Arn_Format(&awscdk.ArnComponents{Service: jsii.String("lambda"), Resource: jsii.String("event-source-mapping"),
+			ResourceName: m.EventSourceMappingId(), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME}, h.stack))
+	}
+	admin.AddEnvironment(jsii.String(envConsumerMappings), h.stack.ToJsonString(byQueue, nil), nil)
+	h.roles[adminFunction].AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("PauseAndResumeConsumers"),
+		Actions:   jsii.Strings("lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping"),
+		Resources: &arns,
+		Conditions: &map[string]any{"ArnLikeIfExists": map[string]any{
+			"lambda:FunctionArn": []string{fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", *awscdk.Aws_PARTITION(), *awscdk.Aws_REGION(), *awscdk.Aws_ACCOUNT_ID(), h.name("*"))},
+		}},
+	}))
 }
 
 func (h *herald) addFunction(name string) error {
@@ -490,6 +523,10 @@ func (h *herald) addFunction(name string) error {
 		}
 		m := fn.AddEventSourceMapping(jsii.String("SqsEventSource"+pascal(q.logical)), props)
 		m.Node().AddDependency(role)
+		if h.mappings == nil {
+			h.mappings = map[string]awslambda.EventSourceMapping{}
+		}
+		h.mappings[q.logical] = m
 	}
 	h.functions[name] = fn
 	h.roles[name] = role

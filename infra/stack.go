@@ -61,7 +61,9 @@ type herald struct {
 	// ingest queues' policies admit them (isolateIngestQueues).
 	senders map[string][]awsiam.Role
 
-	functions     map[string]awslambda.Function
+	functions map[string]awslambda.Function
+	// mappings are the event source mappings, by the logical queue they consume.
+	mappings      map[string]awslambda.EventSourceMapping
 	roles         map[string]awsiam.Role
 	functionOrder []string
 	configLayer   awslambda.LayerVersion

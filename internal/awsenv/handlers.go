@@ -139,6 +139,12 @@ func (e *Env) AdminHandler(campaigns api.Campaigns) func(context.Context, events
 		// rather than take the other operator routes down with it.
 		e.Log.Error("exports are not available", "error", err.Error())
 	}
+	// Pausing a queue's consumers turns its event source mapping off and on.
+	if m, err := NewMappings(e.AWS); err != nil {
+		e.Log.Error("pausing queues is not available", "error", err.Error())
+	} else if m != nil {
+		o.Consumers = m
+	}
 	return gatewayHandler(api.New(o))
 }
 

@@ -28,6 +28,9 @@ type Mapping struct {
 	Invoke func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
 	// Failed hears every receive, invocation and delete failure (nil: none).
 	Failed func(what string, err error)
+	// Enabled, when set, is the mapping's Enabled flag: while it is false nothing is received,
+	// and a batch received as it turned false goes back to the queue at once.
+	Enabled func() bool
 }
 
 // Poll runs m on client until ctx ends.
@@ -38,6 +41,13 @@ func Poll(ctx context.Context, client *awssqs.Client, m Mapping) {
 		}
 	}
 	for ctx.Err() == nil {
+		if m.Enabled != nil && !m.Enabled() {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
 		out, err := client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
 			QueueUrl: aws.String(m.QueueURL), MaxNumberOfMessages: int32(min(m.BatchSize, 10)), WaitTimeSeconds: 1,
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
@@ -52,6 +62,15 @@ func Poll(ctx context.Context, client *awssqs.Client, m Mapping) {
 			continue
 		}
 		if len(out.Messages) == 0 {
+			continue
+		}
+		if m.Enabled != nil && !m.Enabled() {
+			for _, msg := range out.Messages {
+				if _, err := client.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(m.QueueURL),
+					ReceiptHandle: msg.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+					failed("release", err)
+				}
+			}
 			continue
 		}
 		ev := events.SQSEvent{}

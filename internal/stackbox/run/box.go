@@ -136,6 +136,8 @@ type Box struct {
 	States   *States
 	API      *API
 	Secrets  *Secrets
+	// Mappings is the event source mappings' control plane (Enabled, as an operator's pause).
+	Mappings Mappings
 
 	Functions map[string]*Function // by function name (herald-dev-api)
 	Queues    map[string]Queue     // by queue name

@@ -79,6 +79,7 @@ func TestStackInABox(t *testing.T) {
 		{"a campaign fails and the operator hears of it", s.failedCampaignAlert},
 		{"a reserved send and a reserved campaign moved in the console are honoured", s.consoleMoves},
 		{"an operator cancels a reserved send and a campaign from the console, with a JWT", s.operatorConsole},
+		{"an operator pauses a queue's consumers; a send waits until they resume", s.pauseQueue},
 		{"the Go producer client, signed as its service and sending as its producer", s.goClient},
 		{"the TypeScript producer client, signed as its service and sending as its producer", s.tsClient},
 	} {

@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,4 +107,31 @@ func (s *scenarios) tsClient(t *testing.T) {
 	if n := s.pushes("fcm-stackbox-tsclient"); n != 2 {
 		t.Fatalf("tomo got %d pushes, want 2", n)
 	}
+}
+
+// pauseQueue: an operator pauses the orders ingest queue's consumers through the admin route —
+// its event source mapping turned off, with the admin role's rights on that mapping — and a
+// send to the queue waits there; resumed, it goes out.
+func (s *scenarios) pauseQueue(t *testing.T) {
+	const token = "fcm-stackbox-paused"
+	s.device(t, "pia", token)
+	out := s.mustCall(t, 200, "POST", "/v1/admin/queues/ingest-orders/pause", nil)
+	if p, _ := out["paused"].(bool); !p {
+		t.Fatalf("pause answered %v", out)
+	}
+	queues := s.mustCall(t, 200, "GET", "/v1/admin/queues", nil)
+	if !strings.Contains(fmt.Sprint(queues), "name:ingest-orders paused:true") {
+		t.Fatalf("the queue listing does not say ingest-orders is paused: %v", queues)
+	}
+	time.Sleep(1500 * time.Millisecond) // a poll under way when the pause came finishes
+	raw, _ := json.Marshal(sendRequest("stackbox-paused-1", "pia", "push"))
+	if err := s.sendToQueue(t, s.producer, "ingest-orders", string(raw)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if n := s.pushes(token); n != 0 {
+		t.Fatalf("%d pushes while ingest-orders was paused", n)
+	}
+	s.mustCall(t, 200, "POST", "/v1/admin/queues/ingest-orders/resume", nil)
+	waitFor(t, 30*time.Second, "the waiting send after the resume", func() (bool, string) { return s.pushes(token) == 1, fmt.Sprint(s.pushes(token)) })
 }

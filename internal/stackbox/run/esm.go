@@ -19,6 +19,7 @@ type Mapping struct {
 	BatchSize      int
 	MaxConcurrency int
 	ReportFailures bool
+	state          *mappingState // Enabled, as UpdateEventSourceMapping sets it
 }
 
 // startMappings starts the pollers of every SQS event source mapping: MaximumConcurrency of
@@ -41,6 +42,7 @@ func (b *Box) startMappings() error {
 			return fmt.Errorf("event source mapping %s: function %s is not in the template", id, str(p["FunctionName"]))
 		}
 		m := Mapping{LogicalID: id, Function: f, Queue: q, BatchSize: num(p["BatchSize"], 10), MaxConcurrency: 1000}
+		m.state = b.Mappings.add(b.Resolver.Resources[id].Ref, f.ARN, q.ARN)
 		if sc, ok := p["ScalingConfig"].(map[string]any); ok {
 			m.MaxConcurrency = num(sc["MaximumConcurrency"], 1000)
 		}
@@ -65,6 +67,7 @@ func (b *Box) startMappings() error {
 func (b *Box) poll(m Mapping, client *awssqs.Client) {
 	esm.Poll(b.ctx, client, esm.Mapping{
 		QueueURL: m.Queue.URL, QueueARN: m.Queue.ARN, Region: Region, BatchSize: m.BatchSize, ReportFailures: m.ReportFailures,
+		Enabled: m.state.enabled.Load,
 		Invoke: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 			var r events.SQSEventResponse
 			resp, err := m.Function.Invoke(ctx, ev)

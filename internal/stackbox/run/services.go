@@ -59,6 +59,7 @@ func (b *Box) startServices() error {
 		{"S3", b.s3Requests, xmlDeny, b.S3},
 		{"SECRETS_MANAGER", b.secretsRequests, jsonDeny, b.Secrets},
 		{"SESV2", b.sesRequests, restDeny, b.Sandbox.Handler()},
+		{"LAMBDA", b.lambdaRequests, restDeny, &b.Mappings},
 	}
 	for _, s := range services {
 		u, err := b.listen(b.proxy(strings.ToLower(s.env), s.parse, s.deny, s.next))
