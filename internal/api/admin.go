@@ -167,3 +167,47 @@ func (s *server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 	writeJSON(w, http.StatusOK, map[string]any{"queue": q, "paused": paused})
 	return nil
 }
+
+// queueMessage is a message of a queue as the operator sees it: its payload masked.
+type queueMessage struct {
+	ID           string          `json:"id"`
+	ReceiveCount int             `json:"receive_count"`
+	SentAt       time.Time       `json:"sent_at"`
+	Payload      json.RawMessage `json:"payload"`
+}
+
+// listQueueMessages is GET /v1/admin/queues/{queue}/messages?state=visible|in_flight|delayed:
+// a page of the queue's messages in that state, oldest first, payloads masked. A runtime whose
+// queue cannot list messages without taking them from their consumers (SQS) answers 501.
+func (s *server) listQueueMessages(w http.ResponseWriter, r *http.Request) error {
+	if err := s.requireAdmin(r); err != nil {
+		return err
+	}
+	q := r.PathValue("queue")
+	if err := s.knownQueue(q); err != nil {
+		return err
+	}
+	b, ok := s.admin.(notify.QueueBrowser)
+	if !ok {
+		writeNotImplemented(w, "SQS shows a message only by receiving it, which would take it from its consumers: this runtime shows queue depths only")
+		return nil
+	}
+	limit, err := queryLimit(r, 50, 200)
+	if err != nil {
+		return err
+	}
+	state := r.URL.Query().Get("state")
+	if state == "" {
+		state = notify.MessageVisible
+	}
+	page, next, err := b.Browse(r.Context(), q, state, r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	out := make([]queueMessage, len(page))
+	for i, m := range page {
+		out[i] = queueMessage{ID: m.ID, ReceiveCount: m.ReceiveCount, SentAt: m.SentAt, Payload: MaskPayload(m.Body)}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queue": q, "state": state, "messages": out, "next_cursor": next})
+	return nil
+}

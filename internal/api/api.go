@@ -186,6 +186,7 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/admin/queues", handle: (*server).listQueues},
 	{Method: "GET", Path: "/v1/admin/queues/{queue}/dead-letters", handle: (*server).listDeadLetters},
 	{Method: "DELETE", Path: "/v1/admin/queues/{queue}/dead-letters", handle: (*server).purgeDeadLetters},
+	{Method: "GET", Path: "/v1/admin/queues/{queue}/messages", handle: (*server).listQueueMessages},
 	{Method: "POST", Path: "/v1/admin/queues/{queue}/pause", handle: (*server).pauseQueue},
 	{Method: "POST", Path: "/v1/admin/queues/{queue}/resume", handle: (*server).resumeQueue},
 	{Method: "POST", Path: "/v1/admin/queues/{queue}/redrive", handle: (*server).redrive},

@@ -53,6 +53,7 @@ func TestConsoleAccessibleAtEveryWidth(t *testing.T) {
 	pages := []struct{ name, hash, ready string }{
 		{"queues", "#/queues", `tr[data-queue="ingest-demo"]`},
 		{"dead-letters", "#/queues/ingest-demo", `tr[data-id]`},
+		{"messages", "#/queues/ingest-demo/messages?state=delayed", `#page h1`},
 		{"notifications", "#/notifications", `tr[data-id]`},
 		{"notification", "#/notifications/" + sent, `#n-status`},
 		{"campaigns", "#/campaigns", `tr[data-id]`},

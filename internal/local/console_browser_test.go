@@ -311,9 +311,19 @@ func TestConsolePausesAQueue(t *testing.T) {
 	if n := e.deliveredTo("fcm-pause-paz-0001"); n != 0 {
 		t.Fatalf("%d pushes while ingest-demo was paused", n)
 	}
-	if msgs := mustPeek(t, e, notify.IngestQueue("demo")); len(msgs) != 1 {
+	msgs := mustPeek(t, e, notify.IngestQueue("demo"))
+	if len(msgs) != 1 {
 		t.Fatalf("ingest-demo holds %d messages while paused, want the notification waiting", len(msgs))
 	}
+	// The waiting message is on the queue's messages page, its payload masked.
+	var text string
+	run("the waiting message", chromedp.Click(row+" a.messages"), chromedp.WaitVisible(fmt.Sprintf(`tr[data-id=%q]`, msgs[0].ID)),
+		chromedp.Text("#page", &text, chromedp.ByQuery))
+	shot("messages")
+	if !strings.Contains(text, "pause-1") || strings.Contains(text, "fcm-pause-paz-0001") {
+		t.Fatalf("the messages page shows %q", text)
+	}
+	run("back to the queues", chromedp.Navigate(e.rt.URL+"/console#/queues"), chromedp.WaitVisible(row+" button.resume"))
 	run("resume", chromedp.Click(row+" button.resume"), chromedp.WaitVisible(row+`[data-paused="false"] button.pause`))
 	if st := e.waitFinal(id); st.Status != "SENT" {
 		t.Fatalf("after the resume the notification is %s", st.Status)

@@ -329,6 +329,21 @@ type Queue interface {
 	Stats(ctx context.Context, queue string) (QueueStats, error)
 }
 
+// Message states a QueueBrowser lists, as QueueStats counts them.
+const (
+	MessageVisible  = "visible"   // waiting to be received
+	MessageInFlight = "in_flight" // received, not yet deleted: being worked on or backing off
+	MessageDelayed  = "delayed"   // sent with a delay, never received yet
+)
+
+// QueueBrowser lists a queue's messages in one state without receiving them, paged (the local
+// queue; SQS can only show a message by receiving it, which would take it from its consumers,
+// so the AWS runtime shows counts only). Pages come oldest first; after is the previous page's
+// next ("" for the first); next "" ends the listing. EINVALID for an unknown state.
+type QueueBrowser interface {
+	Browse(ctx context.Context, queue, state, after string, limit int) (page []Message, next string, err error)
+}
+
 // Consumers pauses and resumes what consumes a queue — the local runtime's workers, an event
 // source mapping's Enabled flag in AWS — for an operator who must stop a stage (a provider
 // outage, a bad deploy) without losing its messages: they wait on the queue until it resumes.

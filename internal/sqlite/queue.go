@@ -831,3 +831,61 @@ func (q *Queue) Depth(ctx context.Context, queue string) (int, error) {
 	}
 	return n, nil
 }
+
+var _ notify.QueueBrowser = (*Queue)(nil)
+
+// Browse implements notify.QueueBrowser on the queue table: visible (visible_at ≤ now), in
+// flight (received, not visible) or delayed (never received, not visible yet), by sequence;
+// the cursor is the last sequence shown.
+func (q *Queue) Browse(ctx context.Context, queue, state, after string, limit int) ([]notify.Message, string, error) {
+	if _, err := q.state("browse", queue); err != nil {
+		return nil, "", err
+	}
+	var cond string
+	switch state {
+	case notify.MessageVisible:
+		cond = "visible_at <= ?1"
+	case notify.MessageInFlight:
+		cond = "visible_at > ?1 AND receive_count > 0"
+	case notify.MessageDelayed:
+		cond = "visible_at > ?1 AND receive_count = 0"
+	default:
+		return nil, "", notify.FieldError("state", "want visible, in_flight or delayed, got %q", state)
+	}
+	var seq int64
+	if after != "" {
+		n, err := strconv.ParseInt(after, 10, 64)
+		if err != nil || n < 0 {
+			return nil, "", notify.FieldError("cursor", "not a cursor of this listing")
+		}
+		seq = n
+	}
+	if limit < 1 || limit > 1000 {
+		return nil, "", notify.FieldError("limit", "must be 1–1000")
+	}
+	rows, err := q.db.R.QueryContext(ctx, `SELECT seq, id, body, group_id, attributes, sent_at, receive_count
+		FROM queue_messages WHERE queue = ?2 AND seq > ?3 AND `+cond+` ORDER BY seq LIMIT ?4`,
+		q.clock.Now().UnixMilli(), queue, seq, limit+1)
+	if err != nil {
+		return nil, "", queueDBError(err, "browse %s", queue)
+	}
+	defer rows.Close()
+	var out []notify.Message
+	var seqs []int64
+	for rows.Next() {
+		var s int64
+		m, err := queueScanMessage(rows, "browse "+queue, &s)
+		if err != nil {
+			return nil, "", err
+		}
+		out, seqs = append(out, m), append(seqs, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", queueDBError(err, "browse %s", queue)
+	}
+	next := ""
+	if len(out) > limit {
+		out, next = out[:limit], strconv.FormatInt(seqs[limit-1], 10)
+	}
+	return out, next, nil
+}

@@ -103,7 +103,7 @@ async function queuesPage(main) {
       (canPause ? " Pausing a queue stops its consumers: its messages wait until it resumes." : "")),
     table(["Queue", "Visible", "In flight", "Delayed", "Oldest message", "Dead letters"].concat(canPause ? ["Consumers"] : []),
       data.queues.map(q => el("tr", { "data-queue": q.name, "data-paused": String(!!q.paused) },
-        el("td", {}, q.name),
+        el("td", {}, el("a", { class: "messages", href: "#/queues/" + encodeURIComponent(q.name) + "/messages" }, q.name)),
         num(q.stats.visible), num(q.stats.in_flight), num(q.stats.delayed),
         el("td", { class: "num" }, q.stats.oldest_age_seconds === undefined ? "—" : q.stats.oldest_age_seconds + " s"),
         el("td", { class: "num" + (q.dead_letters > 0 ? " warn" : "") },
@@ -171,6 +171,46 @@ async function deadLettersPage(main, queue) {
       "No dead letters."),
     more ? el("p", {}, more) : null);
   return 0; // no refresh by itself: it would close a confirmation being answered
+}
+
+// messagesPage lists a queue's messages in one state (#/queues/<queue>/messages?state=…),
+// oldest first, 50 at a time, payloads masked. Where the queue cannot be browsed without taking
+// messages from their consumers (SQS) it says so, and the queues page's depths are what there is.
+async function messagesPage(main, queue) {
+  const params = new URLSearchParams(location.hash.split("?")[1] || "");
+  const state = params.get("state") || "visible";
+  const base = "queues/" + encodeURIComponent(queue) + "/messages?state=" + encodeURIComponent(state) + "&limit=50";
+  const tabs = el("p", {}, el("a", { href: "#/queues" }, "← queues"), " ",
+    ["visible", "in_flight", "delayed"].map(st => [el("a", { href: "#/queues/" + encodeURIComponent(queue) + "/messages?state=" + st,
+      class: st === state ? "active-tab" : "", ariaCurrent: st === state ? "page" : null }, st.replace("_", " ")), " "]));
+  let first;
+  try {
+    first = await api("GET", base);
+  } catch (e) {
+    if (e.status !== 501) throw e;
+    main.replaceChildren(el("h1", {}, "Messages of " + queue), tabs,
+      el("p", {}, "SQS shows a message only by receiving it, which would take it from its consumers: in AWS the console shows queue depths only (the queues page)."));
+    return 0;
+  }
+  const body = el("tbody", {});
+  const more = el("button", { id: "more-messages", hidden: true }, "More");
+  let cursor = "";
+  const add = (page) => {
+    body.append(...page.messages.map(m => el("tr", { "data-id": m.id },
+      el("td", {}, m.id), num(m.receive_count), el("td", {}, when(m.sent_at)),
+      el("td", {}, el("pre", {}, JSON.stringify(m.payload, null, 1))))));
+    cursor = page.next_cursor;
+    more.hidden = !cursor;
+  };
+  more.onclick = async () => {
+    try { add(await api("GET", base + "&cursor=" + encodeURIComponent(cursor))); } catch (e) { status(e.message); }
+  };
+  add(first);
+  main.replaceChildren(el("h1", {}, "Messages of " + queue + ": " + state.replace("_", " ")), tabs,
+    first.messages.length === 0 ? el("p", { class: "muted" }, "None.") :
+      scroll(el("table", {}, el("thead", {}, el("tr", {}, ["Id", "Receive count", "Sent", "Payload (masked)"].map(th))), body)),
+    el("p", {}, more));
+  return 0; // paging appends: a refresh would drop what was fetched
 }
 
 // oneDeadLetter is a dead letter's Redrive and Delete buttons, each confirmed in the page.
@@ -510,6 +550,7 @@ async function sandboxPage(main) {
 const pages = [
   [/^\/queues$/, queuesPage],
   [/^\/queues\/([^/]+)$/, deadLettersPage],
+  [/^\/queues\/([^/]+)\/messages$/, messagesPage],
   [/^\/dead-letters\/([^/]+)$/, deadLettersPage], // links of alerts posted before they named #/queues/<queue>
   [/^\/notifications$/, notificationsPage],
   [/^\/notifications\/([^/]+)$/, notificationPage],
