@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,7 @@ func Run(t *testing.T, f Features, newQueue func(t *testing.T, cfgs []notify.Que
 		{"DeadLetter", testDeadLetter},
 		{"DeadLetterOne", testDeadLetterOne},
 		{"PurgeDeadLetters", testPurgeDeadLetters},
+		{"Browse", testBrowse},
 		{"Stats", testStats},
 		{"Peek", testPeek},
 		{"LongPollWakesOnSend", testLongPollWakesOnSend},
@@ -779,4 +781,47 @@ func testPurgeDeadLetters(t *testing.T, s *suite) {
 	if _, err := dl.PurgeDeadLetters(e.ctx, "no-such-queue-dlq"); !notify.IsCode(err, notify.ENOTFOUND) {
 		t.Fatalf("purge of an unknown queue: %v, want ENOTFOUND", err)
 	}
+}
+
+// testBrowse: a queue that can list its messages without receiving them (notify.QueueBrowser)
+// lists each state apart, oldest first, in pages, and receives nothing doing so.
+func testBrowse(t *testing.T, s *suite) {
+	e := s.setup(t, nil)
+	b, ok := e.q.(notify.QueueBrowser)
+	if !ok {
+		t.Skipf("%T lists no messages (SQS shows a message only by receiving it)", e.q)
+	}
+	e.send(e.name, notify.OutMessage{Body: []byte("b-1")}, notify.OutMessage{Body: []byte("b-2")}, notify.OutMessage{Body: []byte("b-3")})
+	e.send(e.name, notify.OutMessage{Body: []byte("b-later"), Delay: 10 * time.Minute})
+	got := e.receiveN(e.name, 1, long) // b-1 in flight
+	list := func(state string) []string {
+		var out []string
+		after := ""
+		for range 10 {
+			page, next, err := b.Browse(e.ctx, e.name, state, after, 1)
+			if err != nil {
+				t.Fatalf("Browse(%s): %v", state, err)
+			}
+			out = append(out, bodies(page)...)
+			if next == "" {
+				return out
+			}
+			after = next
+		}
+		t.Fatalf("Browse(%s) did not end", state)
+		return nil
+	}
+	if v := list(notify.MessageVisible); !slices.Equal(v, []string{"b-2", "b-3"}) {
+		t.Errorf("visible = %q, want b-2, b-3", v)
+	}
+	if v := list(notify.MessageInFlight); !slices.Equal(v, []string{string(got[0].Body)}) {
+		t.Errorf("in flight = %q, want %q", v, got[0].Body)
+	}
+	if v := list(notify.MessageDelayed); !slices.Equal(v, []string{"b-later"}) {
+		t.Errorf("delayed = %q, want b-later", v)
+	}
+	if _, _, err := b.Browse(e.ctx, e.name, "asleep", "", 10); !notify.IsCode(err, notify.EINVALID) {
+		t.Errorf("an unknown state: %v, want EINVALID", err)
+	}
+	e.expectStats(e.name, notify.QueueStats{Visible: 2, InFlight: 1, Delayed: 1})
 }
