@@ -7,7 +7,7 @@ BIN   := bin
 
 .DEFAULT_GOAL := help
 
-.PHONY: help run test build bench vet clean tools invoke
+.PHONY: help run test build bench vet clean tools invoke docs
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -44,6 +44,9 @@ test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS ada
 	@echo "==> CDK assertion tests and cdk-nag (infra/, its own module)"
 	@$(MAKE) --no-print-directory test-infra
 	@$(MAKE) --no-print-directory e2e-aws
+
+docs: ## write the API reference (docs/api, a page per tag) from internal/api/openapi.json; a test fails when it is stale
+	$(GO) run ./internal/apidoc/gen --openapi internal/api/openapi.json --out docs/api
 
 # Fuzzing: every func FuzzXxx in the module's tests (their seed corpora run in `go test` too).
 FUZZTIME ?= 30s
