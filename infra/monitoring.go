@@ -36,9 +36,9 @@ const (
 	metricProviderAuthFailed = "ProviderAuthFailed"
 )
 
-// runbook points an alarm at its entry in the README.
+// runbook points an alarm at its entry in the runbook (docs/operating.md).
 func runbook(entry string) string {
-	return "Runbook: README.md → Deploying with CDK → Alarms and runbook → " + entry + "."
+	return "Runbook: docs/operating.md → Alarms and runbook → " + entry + "."
 }
 
 func (h *herald) addMonitoring() {
@@ -304,7 +304,7 @@ func (h *herald) addDashboard() {
 
 	rows := [][]awscloudwatch.IWidget{
 		{awscloudwatch.NewTextWidget(&awscloudwatch.TextWidgetProps{
-			Markdown: jsii.String(fmt.Sprintf("# Herald %s\nQueues, dead letters, provider sends and functions. Every alarm is described in the README's runbook; DLQs are redriven with `POST /v1/admin/queues/<queue>/redrive` (the admin function; ingest DLQs only this way, their queues admit no operator) or `StartMessageMoveTask` (SQS console: *Start DLQ redrive*).", h.env)),
+			Markdown: jsii.String(fmt.Sprintf("# Herald %s\nQueues, dead letters, provider sends and functions. Every alarm is described in the runbook (docs/operating.md, Alarms and runbook); DLQs are redriven with `POST /v1/admin/queues/<queue>/redrive` (the admin function; ingest DLQs only this way, their queues admit no operator) or `StartMessageMoveTask` (SQS console: *Start DLQ redrive*).", h.env)),
 			Width:    jsii.Number(24), Height: jsii.Number(2),
 		})},
 		{graph("Ingest rate per service (messages/min)", 12, ingest), graph("DLQ depth", 12, dlq)},

@@ -14,11 +14,11 @@ import (
 	"herald/internal/notify"
 )
 
-// readmeExamples are the Go examples of the README's "Sending from your service", by name
+// readmeExamples are the examples of docs/sending.md ("Sending from your service"), by name
 // (a block opening "// example: <name>").
 func readmeExamples(t *testing.T) map[string]string {
 	t.Helper()
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile("../../docs/sending.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +52,12 @@ func runExample(t *testing.T, name, src string, env ...string) string {
 	return string(out)
 }
 
-// TestContractREADMEExamples runs the README's Go and TypeScript examples: over HTTP against `herald dev`'s
+// TestContractREADMEExamples runs the Go and TypeScript examples of docs/sending.md: over HTTP against `herald dev`'s
 // runtime (its address for 127.0.0.1:8080), and over SQS against the AWS runtime's ingest queue.
 func TestContractREADMEExamples(t *testing.T) {
 	ex := readmeExamples(t)
 	if len(ex) != 4 || ex["go-http"] == "" || ex["go-sqs"] == "" || ex["ts-http"] == "" || ex["ts-sqs"] == "" {
-		t.Fatalf("README examples %v, want go-http, go-sqs, ts-http and ts-sqs", keys(ex))
+		t.Fatalf("docs/sending.md examples %v, want go-http, go-sqs, ts-http and ts-sqs", keys(ex))
 	}
 	report(t, "go", "http", "README example", func(t *testing.T) {
 		rt := startLocal(t)
