@@ -27,7 +27,7 @@ test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS ada
 	echo "==> go test (DynamoDB Local at $$ep; the herald and function binaries from $(TESTBIN))"; \
 	HERALD_CHROMIUM=$$($(CHROMIUM_FIND)) HERALD_SCREENSHOTS=$(TESTBIN)/screenshots HERALD_AXE=$(CURDIR)/$(AXE) \
 	HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_RIE=$(RIE) HERALD_ASL_VALIDATOR=$(ASL_VALIDATE) HERALD_BIN=$(TESTBIN)/herald HERALD_FUNCTIONS_BIN=$(TESTBIN)/fn \
-	$(GO) test -vet=off -count=1 -timeout 30m -skip '^TestContract' ./...; \
+	$(GO) test -vet=off -count=1 -timeout 30m -skip '^TestContract|^TestDocExamples$$' ./...; \
 	echo "==> idempotency key races under the race detector (both stores, the API on SQLite and on DynamoDB)"; \
 	HERALD_DYNAMODB_ENDPOINT=$$ep $(GO) test -vet=off -count=1 -race -run 'TestStore/ClaimKey' ./internal/sqlite/ ./internal/ddb/; \
 	HERALD_DYNAMODB_ENDPOINT=$$ep $(GO) test -vet=off -count=1 -race -run 'TestKeyRace|TestRacingRequests' ./internal/awsenv/ ./internal/local/; \
@@ -39,6 +39,8 @@ test: ## vet, start DynamoDB Local, run every test (suites on SQLite and AWS ada
 	  (cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm test 2>&1 | grep -E '^# (tests|pass|fail)|^not ok|^ok [0-9]+ -|rror'); \
 	  ts=required; \
 	else echo "==> the TypeScript client: skipped, no node and npm on this machine (it needs Node 20)"; ts=; fi; \
+	echo "==> the docs' shell examples, run against herald dev (each block of README.md and docs/ by file and line)"; \
+	HERALD_BIN=$(TESTBIN)/herald $(GO) test -vet=off -count=1 -v -run '^TestDocExamples$$' ./cmd/herald | grep -E '^(example:|ok|FAIL|--- FAIL|panic|    )'; \
 	echo "==> the producer clients' contract suite (each case, client and transport)"; \
 	HERALD_CONTRACT_TS=$$ts HERALD_DYNAMODB_ENDPOINT=$$ep HERALD_CHROMIUM= $(GO) test -vet=off -count=1 -v -run '^TestContract' ./clients/contract/ | grep -E '^(contract:|ok|FAIL|--- FAIL|panic)|_test.go:'
 	@echo "==> CDK assertion tests and cdk-nag (infra/, its own module)"

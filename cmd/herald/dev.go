@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -79,24 +80,27 @@ func printBanner(out io.Writer, rt *local.Runtime, cfg *config.Config, dev bool)
 		fmt.Fprintf(out, "  Services  %v\n\n", cfg.ServiceNames())
 		return
 	}
-	fmt.Fprintf(out, `  Service   demo, API key dev-demo-key
-
-Try it (paste into another terminal):
-
-  K='Authorization: Bearer dev-demo-key'
-  curl -s -XPUT %[1]s/v1/users/alice/devices/fcm-alice-phone -H "$K" -d '{"platform":"fcm"}'
-  curl -s -XPUT %[1]s/v1/users/alice/devices/apns-alice-ipad -H "$K" -d '{"platform":"apns"}'
-  curl -s -XPUT %[1]s/v1/users/alice/contacts -H "$K" -d '{"email":"alice@example.com","phone":"+821012345678"}'
-  curl -s -XPOST %[1]s/sandbox/webpush/subscriptions |   # a browser subscription, from the sandbox's push service
-    curl -s -XPUT %[1]s/v1/users/alice/web-push-subscriptions -H "$K" -d @-
-  curl -s -XPOST %[1]s/v1/notifications -H "$K" -d '{
-    "idempotency_key": "order-1001-shipped",
-    "channels": ["push", "email", "sms", "inbox"],
-    "content": {"title": "Your order shipped", "body": "Order #1001 is on its way."},
-    "recipients": [{"user_id": "alice"}]}'
-  curl -s %[1]s/v1/notifications/<id from above> -H "$K"
-  curl -s %[1]s/v1/users/alice/inbox -H "$K"
-  curl -s %[1]s/sandbox/deliveries
-
-`, u)
+	fmt.Fprintf(out, "  Service   demo, API key dev-demo-key\n\nTry it (paste into another terminal):\n\n")
+	for _, line := range strings.Split(strings.ReplaceAll(tryIt, "localhost:8080", u), "\n") {
+		fmt.Fprintf(out, "  %s\n", line)
+	}
+	fmt.Fprintln(out)
 }
+
+// tryIt is the block README.md and docs/getting-started.md show under "Try it", for a Herald on
+// localhost:8080; the banner prints it with the real URL. TestDocExamples holds the three to one
+// text and runs it.
+const tryIt = `K='Authorization: Bearer dev-demo-key'
+curl -s -XPUT localhost:8080/v1/users/alice/devices/fcm-alice-phone -H "$K" -d '{"platform":"fcm"}'
+curl -s -XPUT localhost:8080/v1/users/alice/devices/apns-alice-ipad -H "$K" -d '{"platform":"apns"}'
+curl -s -XPUT localhost:8080/v1/users/alice/contacts -H "$K" -d '{"email":"alice@example.com","phone":"+821012345678"}'
+curl -s -XPOST localhost:8080/sandbox/webpush/subscriptions |   # a browser subscription, from the sandbox's push service
+  curl -s -XPUT localhost:8080/v1/users/alice/web-push-subscriptions -H "$K" -d @-
+curl -s -XPOST localhost:8080/v1/notifications -H "$K" -d '{
+  "idempotency_key": "order-1001-shipped",
+  "channels": ["push", "email", "sms", "inbox"],
+  "content": {"title": "Your order shipped", "body": "Order #1001 is on its way."},
+  "recipients": [{"user_id": "alice"}]}'
+curl -s localhost:8080/v1/notifications/<id> -H "$K"     # status, counts, every delivery
+curl -s localhost:8080/v1/users/alice/inbox -H "$K"       # the inbox item
+curl -s localhost:8080/sandbox/deliveries                 # what the fake providers received`

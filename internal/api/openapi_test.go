@@ -2,7 +2,7 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
+	"herald/internal/apidoc"
 	"slices"
 	"strings"
 	"testing"
@@ -77,7 +77,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		switch x := v.(type) {
 		case map[string]any:
 			if ref, ok := x["$ref"].(string); ok {
-				if resolve(whole, ref) == nil {
+				if apidoc.Resolve(whole, ref) == nil {
 					t.Errorf("unresolved $ref %s", ref)
 				}
 			}
@@ -91,23 +91,6 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		}
 	}
 	walk(whole)
-}
-
-// resolve follows a local JSON pointer ("#/components/schemas/Error").
-func resolve(doc map[string]any, ref string) any {
-	rest, ok := strings.CutPrefix(ref, "#/")
-	if !ok {
-		return nil
-	}
-	var cur any = doc
-	for _, part := range strings.Split(rest, "/") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = m[strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")]
-	}
-	return cur
 }
 
 func TestRoutesHaveUniquePatterns(t *testing.T) {
@@ -130,8 +113,8 @@ func TestRoutesHaveUniquePatterns(t *testing.T) {
 func TestResponsesMatchOpenAPI(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	var doc map[string]any
-	if err := json.Unmarshal(openAPIDoc, &doc); err != nil {
+	answers, err := apidoc.NewChecker(openAPIDoc)
+	if err != nil {
 		t.Fatal(err)
 	}
 	seedNotification(t, e, "n_doc")
@@ -171,116 +154,11 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 			t.Errorf("%s: status %d, want %d: %s", name, rec.Code, c.status, rec.Body)
 			continue
 		}
-		op, _ := resolve(doc, "#/paths/"+strings.ReplaceAll(c.pattern, "/", "~1")+"/"+strings.ToLower(c.method)).(map[string]any)
-		resp, _ := resolve(op, "#/responses/"+fmt.Sprint(c.status)).(map[string]any)
-		if resp == nil {
-			t.Errorf("%s: status %d is not documented", name, c.status)
-			continue
+		if got := answers.Route(c.method, c.path); got != c.pattern {
+			t.Errorf("%s: the document's route is %q, want %q", name, got, c.pattern)
 		}
-		if ref, ok := resp["$ref"].(string); ok {
-			resp, _ = resolve(doc, ref).(map[string]any)
-		}
-		schema := resolve(resp, "#/content/application~1json/schema")
-		if schema == nil {
-			if rec.Body.Len() != 0 {
-				t.Errorf("%s: documented without a body, got %s", name, rec.Body)
-			}
-			continue
-		}
-		var body any
-		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-			t.Errorf("%s: %v", name, err)
-			continue
-		}
-		for _, p := range conform(doc, schema, body, "$") {
+		for _, p := range answers.Answer(c.method, c.pattern, rec.Code, rec.Body.Bytes()) {
 			t.Errorf("%s: %s", name, p)
 		}
 	}
-}
-
-// conform checks v against the subset of JSON Schema openapi.json uses for responses: $ref,
-// type, enum, const, properties, required, additionalProperties and items.
-func conform(doc map[string]any, schema any, v any, at string) []string {
-	s, ok := schema.(map[string]any)
-	if !ok {
-		return nil
-	}
-	if ref, ok := s["$ref"].(string); ok {
-		return conform(doc, resolve(doc, ref), v, at)
-	}
-	var problems []string
-	if ty, ok := s["type"]; ok {
-		var types []string
-		switch x := ty.(type) {
-		case string:
-			types = []string{x}
-		case []any:
-			for _, y := range x {
-				types = append(types, y.(string))
-			}
-		}
-		if !slices.Contains(types, jsonType(v)) && !(jsonType(v) == "integer" && slices.Contains(types, "number")) {
-			return []string{fmt.Sprintf("%s: %s, want %v", at, jsonType(v), types)}
-		}
-	}
-	if enum, ok := s["enum"].([]any); ok && !slices.Contains(enum, v) {
-		problems = append(problems, fmt.Sprintf("%s: %v not in %v", at, v, enum))
-	}
-	if c, ok := s["const"]; ok && c != v {
-		problems = append(problems, fmt.Sprintf("%s: %v, want %v", at, v, c))
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		props, _ := s["properties"].(map[string]any)
-		for _, r := range asStrings(s["required"]) {
-			if _, ok := x[r]; !ok {
-				problems = append(problems, fmt.Sprintf("%s: required %q missing", at, r))
-			}
-		}
-		for k, val := range x {
-			if ps, ok := props[k]; ok {
-				problems = append(problems, conform(doc, ps, val, at+"."+k)...)
-			} else if ap, ok := s["additionalProperties"]; ok && ap != false {
-				problems = append(problems, conform(doc, ap, val, at+"."+k)...)
-			} else if props != nil {
-				problems = append(problems, fmt.Sprintf("%s: undocumented property %q", at, k))
-			}
-		}
-	case []any:
-		for i, it := range x {
-			problems = append(problems, conform(doc, s["items"], it, fmt.Sprintf("%s[%d]", at, i))...)
-		}
-	}
-	return problems
-}
-
-func jsonType(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case float64:
-		if x == float64(int64(x)) {
-			return "integer"
-		}
-		return "number"
-	case string:
-		return "string"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
-	}
-	return "unknown"
-}
-
-func asStrings(v any) []string {
-	var out []string
-	if xs, ok := v.([]any); ok {
-		for _, x := range xs {
-			out = append(out, x.(string))
-		}
-	}
-	return out
 }

@@ -3,7 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"herald/internal/apidoc"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -73,23 +73,11 @@ func fires(t *testing.T, e *env, sched *sqlite.Scheduler, at time.Time) []string
 // wantDocumented checks a response against the schema openapi.json gives its route and status.
 func wantDocumented(t *testing.T, method, pattern string, rec *httptest.ResponseRecorder) {
 	t.Helper()
-	var doc map[string]any
-	if err := json.Unmarshal(openAPIDoc, &doc); err != nil {
+	answers, err := apidoc.NewChecker(openAPIDoc)
+	if err != nil {
 		t.Fatal(err)
 	}
-	op, _ := resolve(doc, "#/paths/"+strings.ReplaceAll(pattern, "/", "~1")+"/"+strings.ToLower(method)).(map[string]any)
-	resp, _ := resolve(op, "#/responses/"+fmt.Sprint(rec.Code)).(map[string]any)
-	if resp == nil {
-		t.Fatalf("%s %s: status %d is not documented", method, pattern, rec.Code)
-	}
-	if ref, ok := resp["$ref"].(string); ok {
-		resp, _ = resolve(doc, ref).(map[string]any)
-	}
-	var body any
-	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-		t.Fatalf("%s %s: %v", method, pattern, err)
-	}
-	for _, p := range conform(doc, resolve(resp, "#/content/application~1json/schema"), body, "$") {
+	for _, p := range answers.Answer(method, pattern, rec.Code, rec.Body.Bytes()) {
 		t.Errorf("%s %s %d: %s", method, pattern, rec.Code, p)
 	}
 }
