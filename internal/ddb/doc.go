@@ -14,8 +14,10 @@
 //
 //	pk N#<id>             sk N              the notification: status, chunks_total, created_at,
 //	                                        updated_at, rcpt_count, rcpt_ver, rcpt_starts, shards
-//	                                        (counter shards in use, NS), and doc (the rest as JSON,
-//	                                        without recipients, status or stats)
+//	                                        (counter shards in use, NS), doc (the rest as JSON,
+//	                                        without recipients, status or stats), and ruser (the
+//	                                        one user it was sent to, notify.IndexedUser, where the
+//	                                        store keeps the recipient index: KeepRecipientIndex)
 //	pk N#<id>             sk R#<ver>#<k>    recipient chunk k: up to 500 recipients, gzipped JSON,
 //	                                        at most 300 KB (a 10,000-recipient notification is
 //	                                        ~330 KB of JSON: too close to the 400 KB item limit to
@@ -53,6 +55,12 @@
 //	                                        Query, then a BatchGetItem of the jobs): id, the
 //	                                        job's ttl; written with the job in one transaction,
 //	                                        never changed
+//
+// GSI by_user: ruser (S) × created_at (N), KEYS_ONLY — the recipient view's search, newest first
+// (ListNotifications with a user: a Query, then a BatchGetItem of the main items). Sparse: only a
+// main item with ruser enters it, so campaigns, notifications to several users and every item
+// of a store without the index cost it nothing; keys only, so status and counter writes never
+// write it. A notification filed costs one write unit more.
 //
 // PutTemplateVersion reads the latest version consistently (a Query of the template's partition,
 // newest first, limit 1) and writes the next one in one transaction with the listing entry's

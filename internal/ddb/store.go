@@ -36,6 +36,27 @@ type Store struct {
 	// txBudget is the most bytes CreateNotification puts into its one transaction before it
 	// writes recipient chunks ahead of it instead; a field so tests can force that path.
 	txBudget int
+
+	// recipientIndex files each notification under its one user (KeepRecipientIndex).
+	recipientIndex bool
+}
+
+// KeepRecipientIndex makes the store file each notification it creates under the one user it is
+// sent to (notify.IndexedUser), in the notifications table's by_user index, so an operator can
+// list a user's notifications (NotificationFilter.User). It costs one write unit more per such
+// notification — the index's copy of its keys — which is why a deployment chooses it
+// (stack.recipient_index). Without it, a listing by user answers notify.ErrNoRecipientIndex.
+func (s *Store) KeepRecipientIndex() *Store {
+	s.recipientIndex = true
+	return s
+}
+
+// indexedUser is the ruser attribute of n's main item.
+func (s *Store) indexedUser(n *notify.Notification) string {
+	if !s.recipientIndex {
+		return ""
+	}
+	return notify.IndexedUser(n)
 }
 
 var _ notify.Store = (*Store)(nil)

@@ -47,7 +47,7 @@ func (s *Store) createExpress(ctx context.Context, c *notify.Notification, body 
 		PK: notificationPK(c.ID), SK: skNotification, ID: c.ID, Service: c.Service, IdempotencyKey: c.IdempotencyKey,
 		Status: string(c.Status), ChunksTotal: c.Stats.ChunksTotal, CreatedAt: nanos(c.CreatedAt),
 		UpdatedAt: nanos(c.UpdatedAt), Doc: body, RecipientCount: c.RecipientCount,
-		Express: string(x), Inline: string(inline), ChunksPrepared: c.Stats.ChunksPrepared,
+		Express: string(x), Inline: string(inline), ChunksPrepared: c.Stats.ChunksPrepared, RecipientUser: s.indexedUser(c),
 	}
 	put, err := s.putIfAbsent(s.tables.Notifications, main)
 	if err != nil {

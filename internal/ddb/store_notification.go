@@ -82,6 +82,9 @@ type notificationItem struct {
 	Express        string `dynamo:"x,omitempty"`
 	Inline         string `dynamo:"rcpt,omitempty"`
 	ChunksPrepared int    `dynamo:"chunks_prepared,omitempty"`
+	// RecipientUser is notify.IndexedUser of the notification where the store keeps the
+	// recipient index (the by_user index's key); empty otherwise.
+	RecipientUser string `dynamo:"ruser,omitempty"`
 }
 
 // recipientsItem holds up to recipientsPerChunk recipients as gzipped JSON.
@@ -133,7 +136,7 @@ func (s *Store) CreateNotification(ctx context.Context, n *notify.Notification) 
 	main := notificationItem{
 		PK: notificationPK(c.ID), SK: skNotification, ID: c.ID, Service: c.Service, IdempotencyKey: c.IdempotencyKey,
 		Status: string(c.Status), ChunksTotal: c.Stats.ChunksTotal, CreatedAt: nanos(c.CreatedAt),
-		UpdatedAt: nanos(c.UpdatedAt), Doc: body, RecipientCount: c.RecipientCount,
+		UpdatedAt: nanos(c.UpdatedAt), Doc: body, RecipientCount: c.RecipientCount, RecipientUser: s.indexedUser(&c),
 	}
 	initial := s.statsUpdate(c.ID, 0, c.Stats.Channels, c.Stats.ChunksPrepared)
 	if initial != nil {

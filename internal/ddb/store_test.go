@@ -108,8 +108,36 @@ func TestStore(t *testing.T) {
 	testClient(t)
 	storetest.Run(t, func(t *testing.T) notify.Store {
 		s, _ := newTestStore(t)
-		return s
+		return s.KeepRecipientIndex()
 	})
+}
+
+// A store that keeps no recipient index files nothing under a user (no ruser attribute: the
+// index costs nothing) and answers a listing by user with notify.ErrNoRecipientIndex.
+func TestNoRecipientIndex(t *testing.T) {
+	t.Parallel()
+	s, tables := newTestStore(t)
+	n := &notify.Notification{ID: "n_noindex", Service: "shop", Category: notify.CategoryTransactional,
+		Channels: []notify.Channel{notify.ChannelPush}, Content: notify.Content{Body: "hi"},
+		Recipients: []notify.Recipient{{UserID: "alice"}}, Status: notify.StatusAccepted}
+	if _, _, err := s.CreateNotification(t.Context(), n); err != nil {
+		t.Fatal(err)
+	}
+	var it notificationItem
+	if err := s.db.Table(tables.Notifications).Get(attrPK, notificationPK(n.ID)).Range(attrSK, dynamo.Equal, skNotification).One(t.Context(), &it); err != nil {
+		t.Fatal(err)
+	}
+	if it.RecipientUser != "" {
+		t.Errorf("ruser = %q on a store without the index", it.RecipientUser)
+	}
+	_, _, err := s.ListNotifications(t.Context(), notify.NotificationFilter{User: "alice"}, "", 10)
+	if !errors.Is(err, notify.ErrNoRecipientIndex) {
+		t.Fatalf("listing by user without the index: %v, want ErrNoRecipientIndex", err)
+	}
+	s.KeepRecipientIndex()
+	if _, _, err := s.ListNotifications(t.Context(), notify.NotificationFilter{User: "alice"}, "not a cursor", 10); notify.ErrorCode(err) != notify.EINVALID {
+		t.Fatalf("a bad cursor: %v, want EINVALID", err)
+	}
 }
 
 func TestNewRequiresCipher(t *testing.T) {

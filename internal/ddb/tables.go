@@ -91,6 +91,10 @@ const (
 	attrSK  = "sk"
 	attrTTL = "ttl"
 
+	attrRecipientUser = "ruser"
+	attrCreatedAt     = "created_at"
+	indexByUser       = "by_user"
+
 	attrDeliveryID      = "id"
 	attrDeliveryShard   = "nshard"
 	indexByNotification = "by_notification"
@@ -113,6 +117,14 @@ func TableSpecs(tables Tables) []TableSpec {
 			Name:         tables.Notifications,
 			PartitionKey: s(attrPK),
 			SortKey:      sp(attrSK),
+			// The recipient index (sparse: only a main item with ruser, the one user it was sent
+			// to, enters it; keys only, so status and counter writes never touch it).
+			GlobalIndexes: []IndexSpec{{
+				Name:         indexByUser,
+				PartitionKey: s(attrRecipientUser),
+				SortKey:      &KeyAttribute{Name: attrCreatedAt, Type: TypeNumber},
+				Projection:   ProjectKeysOnly,
+			}},
 			TTLAttribute: attrTTL,
 		},
 		{

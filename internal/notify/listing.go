@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -13,6 +14,35 @@ type NotificationFilter struct {
 	Category       Category
 	IdempotencyKey string    // with Service: the one notification sent with this key
 	From, To       time.Time // created in [From, To)
+	// User selects the notifications IndexedUser files under this user, newest first, through
+	// the store's recipient index (docs/design.md §7): the recipient view's search. A store
+	// without the index answers ErrNoRecipientIndex.
+	User string
+}
+
+// ErrNoRecipientIndex is what a store keeping no recipient index answers a listing by user (in
+// AWS the index is a deployment's choice: stack.recipient_index).
+var ErrNoRecipientIndex = errors.New("the recipient index is off in this deployment (stack.recipient_index in herald.yaml)")
+
+// IndexedUser is the user the recipient index files n under: the one user id among its
+// recipients, when exactly one user is named (also beside direct addresses). A notification to
+// several users, or to addresses only, and a campaign are not filed: a campaign's audience is
+// its own record, and filing each of several users would cost a write per user on every send.
+func IndexedUser(n *Notification) string {
+	if n == nil || IsCampaignID(n.ID) {
+		return ""
+	}
+	user := ""
+	for _, r := range n.Recipients {
+		switch {
+		case r.UserID == "" || r.UserID == user:
+		case user == "":
+			user = r.UserID
+		default:
+			return ""
+		}
+	}
+	return user
 }
 
 // NotificationSummary is one listed notification.

@@ -24,7 +24,7 @@ var _ notify.Store = (*Store)(nil)
 
 // storeSchemaVersion is the schema this code reads and writes. It lives in store_meta rather
 // than PRAGMA user_version because the Queue shares the database file and has its own schema.
-const storeSchemaVersion = 14
+const storeSchemaVersion = 16
 
 // storeMigrations[i] takes the schema from version i to i+1.
 var storeMigrations = []string{
@@ -192,6 +192,13 @@ CREATE INDEX IF NOT EXISTS deliveries_by_notification ON deliveries (notificatio
 	deliveriesByNotification,
 	// 14: the HTTP API's claims of idempotency keys (see keyclaim.go).
 	keyClaimSchema,
+	// 15: the recipient index (notify.IndexedUser): the one user a notification was sent to,
+	// NULL for every other notification.
+	addColumns + "notifications recipient_user TEXT",
+	// 16: the recipient view's search, newest first; partial, so notifications to several users,
+	// campaigns and those from before the index cost it nothing.
+	`CREATE INDEX IF NOT EXISTS notifications_by_user ON notifications (recipient_user, created_at DESC, id DESC)
+	WHERE recipient_user IS NOT NULL;`,
 }
 
 // deliveriesByNotification is migration 13 (see storeMigrations). It may run again over its own

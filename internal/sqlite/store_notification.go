@@ -44,10 +44,10 @@ func (s *Store) CreateNotification(ctx context.Context, n *notify.Notification) 
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
 		// No conflict target: the primary key and the partial (service, key) index both count.
 		res, err := tx.ExecContext(ctx, `INSERT INTO notifications
-			(id, service, idempotency_key, status, chunks_total, chunks_prepared, created_at, updated_at, doc, express, recipients)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			(id, service, idempotency_key, status, chunks_total, chunks_prepared, created_at, updated_at, doc, express, recipients, recipient_user)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 			c.ID, c.Service, c.IdempotencyKey, string(c.Status), c.Stats.ChunksTotal, c.Stats.ChunksPrepared,
-			nanosOf(c.CreatedAt), nanosOf(c.UpdatedAt), body, express, inline)
+			nanosOf(c.CreatedAt), nanosOf(c.UpdatedAt), body, express, inline, nullIfEmpty(notify.IndexedUser(&c)))
 		if err != nil {
 			return err
 		}
@@ -290,4 +290,13 @@ func (s *Store) addStats(ctx context.Context, tx *sql.Tx, notificationID string,
 		return fmt.Errorf("update stats: %w", err)
 	}
 	return nil
+}
+
+// nullIfEmpty is s as a column value, NULL when it is empty (a partial index's WHERE ... IS NOT
+// NULL leaves those rows out).
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }

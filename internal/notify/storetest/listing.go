@@ -12,6 +12,7 @@ import (
 var listingCases = []storeCase{
 	{"Listing/FiltersAndPages", testListNotifications},
 	{"Listing/RefusesBadArguments", testListNotificationsBadArguments},
+	{"Listing/ByUserNewestFirst", testListNotificationsByUser},
 	{"Listing/SuppressionsFilterAndPage", testListSuppressions},
 	{"Listing/SuppressionsRefuseBadArguments", testListSuppressionsBadArguments},
 }
@@ -98,6 +99,69 @@ func testListNotifications(t *testing.T, s notify.Store) {
 	if got.Service != "shop" || got.IdempotencyKey != "order-7" || got.Status != notify.StatusAccepted ||
 		got.Category != notify.CategoryMarketing || !got.CreatedAt.Equal(t0.Add(time.Hour)) {
 		t.Errorf("summary = %+v", got)
+	}
+}
+
+// The recipient view's search: the notifications IndexedUser files under a user, newest first,
+// express ones included, the other filters still applying; a notification to several users and
+// a campaign's are not filed.
+func testListNotificationsByUser(t *testing.T, s notify.Store) {
+	l := notificationLister(t, s)
+	user, other := notify.NewID("u_", t0), notify.NewID("u_", t0)
+	at := func(n *notify.Notification, d time.Duration, rs ...notify.Recipient) *notify.Notification {
+		n.CreatedAt, n.UpdatedAt, n.Recipients = t0.Add(d), t0.Add(d), rs
+		return n
+	}
+	a := mustCreateNotification(t, s, at(newNotification("shop", ""), 0, notify.Recipient{UserID: user}))
+	x, push, inbox := newExpress("shop", "")
+	push.UserID, inbox.UserID = user, user
+	x.Express.Deliveries = []notify.Delivery{push, inbox}
+	x = mustCreateNotification(t, s, at(x, time.Hour, notify.Recipient{UserID: user}))
+	c := mustCreateNotification(t, s, at(newNotification("books", ""), 2*time.Hour,
+		notify.Recipient{UserID: user}, notify.Recipient{Email: "someone@example.com"}, notify.Recipient{UserID: user}))
+	mustCreateNotification(t, s, at(newNotification("shop", ""), 3*time.Hour, notify.Recipient{UserID: user}, notify.Recipient{UserID: other}))
+	o := mustCreateNotification(t, s, at(newNotification("shop", ""), 4*time.Hour, notify.Recipient{UserID: other}))
+	d := newNotification("shop", "")
+	d.Status = notify.StatusDispatching
+	mustCreateNotification(t, s, at(d, 5*time.Hour, notify.Recipient{UserID: user}))
+
+	ordered := func(f notify.NotificationFilter, limit int) []string {
+		t.Helper()
+		var out []string
+		cursor := ""
+		for range 100 {
+			page, next, err := l.ListNotifications(t.Context(), f, cursor, limit)
+			noErr(t, err)
+			for _, n := range page {
+				out = append(out, n.ID)
+			}
+			if next == "" {
+				return out
+			}
+			cursor = next
+		}
+		t.Fatal("the listing does not end")
+		return nil
+	}
+	for name, c := range map[string]struct {
+		f    notify.NotificationFilter
+		want []string
+	}{
+		"user":             {notify.NotificationFilter{User: user}, []string{c.ID, x.ID, a.ID}},
+		"other user":       {notify.NotificationFilter{User: other}, []string{o.ID}},
+		"user and service": {notify.NotificationFilter{User: user, Service: "shop"}, []string{x.ID, a.ID}},
+		"user and from":    {notify.NotificationFilter{User: user, From: t0.Add(30 * time.Minute)}, []string{c.ID, x.ID}},
+		"user and status":  {notify.NotificationFilter{User: user, Status: notify.StatusAccepted}, []string{c.ID, a.ID}},
+		"nobody":           {notify.NotificationFilter{User: notify.NewID("u_", t0)}, nil},
+	} {
+		for _, limit := range []int{1, 2, notify.MaxReservedPage} {
+			if got := ordered(c.f, limit); !slices.Equal(got, c.want) {
+				t.Errorf("%s, limit %d: listed %v, want %v (newest first)", name, limit, got, c.want)
+			}
+		}
+	}
+	if got := notify.IndexedUser(x); got != user {
+		t.Errorf("IndexedUser = %q, want %q", got, user)
 	}
 }
 
