@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -33,14 +34,15 @@ func (s *server) listNotifications(w http.ResponseWriter, r *http.Request) error
 	}
 	q := r.URL.Query()
 	f := notify.NotificationFilter{Status: notify.NotificationStatus(q.Get("status")), Service: q.Get("service"),
-		Category: notify.Category(q.Get("category")), IdempotencyKey: q.Get("idempotency_key")}
+		Category: notify.Category(q.Get("category")), IdempotencyKey: q.Get("idempotency_key"), User: q.Get("user")}
 	if f.Status != "" && !slices.Contains(listableStatuses, f.Status) {
 		return notify.FieldError("status", "unknown status %q; one of %s", f.Status, oneOf(listableStatuses))
 	}
 	if f.Category != "" && f.Category != notify.CategoryTransactional && f.Category != notify.CategoryMarketing {
 		return notify.FieldError("category", "unknown category %q (want transactional or marketing)", f.Category)
 	}
-	if err := checkFilterParams(filterParam{"service", f.Service}, filterParam{"idempotency_key", f.IdempotencyKey}); err != nil {
+	if err := checkFilterParams(filterParam{"service", f.Service}, filterParam{"idempotency_key", f.IdempotencyKey},
+		filterParam{"user", f.User}); err != nil {
 		return err
 	}
 	var err error
@@ -57,12 +59,16 @@ func (s *server) listNotifications(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	scope := fmt.Sprintf("%s|%s|%s|%s|%d|%d", f.Status, f.Service, f.Category, f.IdempotencyKey, f.From.UnixNano(), f.To.UnixNano())
+	scope := fmt.Sprintf("%s|%s|%s|%s|%d|%d|%s", f.Status, f.Service, f.Category, f.IdempotencyKey, f.From.UnixNano(), f.To.UnixNano(), f.User)
 	cursor, err := s.queryCursor(r, "admin-notifications", scope)
 	if err != nil {
 		return err
 	}
 	page, next, err := lister.ListNotifications(r.Context(), f, cursor, limit)
+	if errors.Is(err, notify.ErrNoRecipientIndex) {
+		writeNotImplemented(w, notify.ErrNoRecipientIndex.Error()+": a user's notifications cannot be listed")
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("list notifications: %w", err)
 	}

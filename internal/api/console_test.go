@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -251,18 +252,22 @@ func TestQueuesShowTheOldestMessageAge(t *testing.T) {
 func TestAdminListsNotifications(t *testing.T) {
 	t.Parallel()
 	e := setup(t, withAudit) // orders is the admin
-	mk := func(service, key string, cat notify.Category, age time.Duration) string {
+	mkTo := func(user, service, key string, cat notify.Category, age time.Duration) string {
 		sr := notify.SendRequest{Channels: []notify.Channel{notify.ChannelPush}, Content: notify.Content{Body: "x"},
-			Recipients: []notify.Recipient{{UserID: "u1"}}, Category: cat, IdempotencyKey: key}
+			Recipients: []notify.Recipient{{UserID: user}}, Category: cat, IdempotencyKey: key}
 		n := sr.Notification(notify.NewID("n_", e.clock.Now().Add(-age)), service, e.clock.Now().Add(-age))
 		if _, _, err := e.store.CreateNotification(t.Context(), n); err != nil {
 			t.Fatal(err)
 		}
 		return n.ID
 	}
+	mk := func(service, key string, cat notify.Category, age time.Duration) string {
+		return mkTo("u1", service, key, cat, age)
+	}
 	old := mk("billing", "", notify.CategoryTransactional, 2*time.Hour)
 	promo := mk("billing", "promo-1", notify.CategoryMarketing, time.Hour)
 	mine := mk("orders", "", notify.CategoryTransactional, 0)
+	bob := mkTo("bob", "orders", "", notify.CategoryTransactional, 30*time.Minute)
 
 	list := func(query string) []string {
 		t.Helper()
@@ -288,12 +293,15 @@ func TestAdminListsNotifications(t *testing.T) {
 		}
 	}
 	for query, want := range map[string][]string{
-		"":                   {mine, promo, old},
-		"service=billing":    {promo, old},
-		"category=marketing": {promo},
+		"":                        {mine, bob, promo, old},
+		"service=billing":         {promo, old},
+		"user=u1":                 {mine, promo, old},
+		"user=bob":                {bob},
+		"user=u1&service=billing": {promo, old},
+		"category=marketing":      {promo},
 		"service=billing&idempotency_key=promo-1": {promo},
 		"status=SENT": nil,
-		"from=" + url.QueryEscape(e.clock.Now().Add(-90*time.Minute).Format(time.RFC3339Nano)): {mine, promo},
+		"from=" + url.QueryEscape(e.clock.Now().Add(-90*time.Minute).Format(time.RFC3339Nano)): {mine, bob, promo},
 	} {
 		if got := list(query); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("?%s listed %v, want %v", query, got, want)
@@ -304,6 +312,7 @@ func TestAdminListsNotifications(t *testing.T) {
 	wantError(t, e.do(t, "GET", "/v1/admin/notifications?status=DISPATCHING", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "status")
 	wantError(t, e.do(t, "GET", "/v1/admin/notifications?category=spam", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "category")
 	wantError(t, e.do(t, "GET", "/v1/admin/notifications?from=yesterday", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "from")
+	wantError(t, e.do(t, "GET", "/v1/admin/notifications?user=a%20b", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "user")
 	// A cursor serves only the filter it was made for.
 	p := decodeBody[notificationList](t, e.do(t, "GET", "/v1/admin/notifications?limit=1", ordersKey, nil))
 	wantError(t, e.do(t, "GET", "/v1/admin/notifications?limit=1&service=billing&cursor="+url.QueryEscape(p.NextCursor), ordersKey, nil),
@@ -418,4 +427,29 @@ func TestConsoleAssetsGzipAndETag(t *testing.T) {
 			t.Fatal("acceptsGzip misreads q")
 		}
 	}
+}
+
+// noRecipientIndex is a store that keeps no recipient index, as a DynamoDB store of a deployment
+// without stack.recipient_index.
+type noRecipientIndex struct{ *sqlite.Store }
+
+func (s noRecipientIndex) ListNotifications(ctx context.Context, f notify.NotificationFilter, cursor string, limit int) ([]notify.NotificationSummary, string, error) {
+	if f.User != "" {
+		return nil, "", fmt.Errorf("ddb: list notifications by user: %w", notify.ErrNoRecipientIndex)
+	}
+	return s.Store.ListNotifications(ctx, f, cursor, limit)
+}
+
+// Where the store keeps no recipient index, a listing by user is a 501 that says so; the other
+// filters still answer.
+func TestAdminListsNotificationsWithoutRecipientIndex(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit, func(o *Options) { o.Store = noRecipientIndex{o.Store.(*sqlite.Store)} })
+	rec := e.do(t, "GET", "/v1/admin/notifications?user=u1", ordersKey, nil)
+	wantStatus(t, rec, http.StatusNotImplemented)
+	wantDocumented(t, "GET", "/v1/admin/notifications", rec)
+	if !strings.Contains(rec.Body.String(), "stack.recipient_index") {
+		t.Errorf("501 body %s does not say how to turn the index on", rec.Body)
+	}
+	wantStatus(t, e.do(t, "GET", "/v1/admin/notifications?service=orders", ordersKey, nil), http.StatusOK)
 }

@@ -333,3 +333,50 @@ func TestConsolePausesAQueue(t *testing.T) {
 		t.Fatalf("pause and resume are not audited: %s", got)
 	}
 }
+
+// TestConsoleFindsAUserAndTheirTimeline: an operator finds a user on the Recipients page, sees
+// the notifications sent to that one user (not one sent to several users), and opens one's
+// timeline: the request, a push that went out on its second attempt, and one to a dead token
+// with the provider's answer.
+func TestConsoleFindsAUserAndTheirTimeline(t *testing.T) {
+	e := setup(t)
+	_, run, shot := browserTab(t, 1200, 900, "recipient-")
+	e.mustDo("PUT", "/v1/users/rita/devices/apns-rita-unavailable1-0001", map[string]any{"platform": "apns"}, 200)
+	e.mustDo("PUT", "/v1/users/rita/devices/fcm-rita-unregistered-0002", map[string]any{"platform": "fcm"}, 200)
+	e.mustDo("PUT", "/v1/users/bo/devices/fcm-bo-0001", map[string]any{"platform": "fcm"}, 200)
+	first := e.send(notify.SendRequest{IdempotencyKey: "rita-1", Channels: []notify.Channel{"push"},
+		Content: notify.Content{Title: "Hello", Body: "first"}, Recipients: []notify.Recipient{{UserID: "rita"}}})
+	both := e.send(notify.SendRequest{IdempotencyKey: "rita-bo", Channels: []notify.Channel{"push"},
+		Content: notify.Content{Title: "Hello", Body: "both"}, Recipients: []notify.Recipient{{UserID: "rita"}, {UserID: "bo"}}})
+	for _, id := range []string{first, both} {
+		e.waitFinal(id)
+	}
+	var text string
+	run("find rita", chromedp.Navigate(e.rt.URL+"/console"), chromedp.WaitVisible("#key"),
+		chromedp.SendKeys("#key", "dev-demo-key"), chromedp.Click(`#key-form button`),
+		chromedp.WaitVisible(`tr[data-queue="ingest-demo"]`),
+		chromedp.Click(`header nav a[href="#/recipients"]`), chromedp.WaitVisible("#find"),
+		chromedp.SendKeys("#find", "rita"), chromedp.Click(`#page form button[type="submit"]`),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-id=%q]`, first)), chromedp.Text("#page", &text, chromedp.ByQuery))
+	shot("found")
+	if strings.Contains(text, both) {
+		t.Fatalf("a notification to two users is listed under one of them: %q", text)
+	}
+	run("open the timeline", chromedp.Click(fmt.Sprintf(`tr[data-id=%q] a`, first)),
+		chromedp.WaitVisible(`#timeline li[data-status="SENT"]`), chromedp.WaitVisible(`#timeline li[data-status="FAILED"]`),
+		chromedp.Evaluate(`document.getElementById("timeline").innerText`, &text))
+	shot("timeline")
+	for _, want := range []string{"Timeline for rita", "Accepted from demo", "SENT after 2 attempts", "FAILED after 1 attempt", "unregistered"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the timeline lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "fcm-rita-unregistered-0002") {
+		t.Errorf("the timeline shows a token unmasked:\n%s", text)
+	}
+	var back string
+	run("back to rita's notifications", chromedp.AttributeValue(`#page a[href^="#/recipients/"]`, "href", &back, nil, chromedp.ByQuery))
+	if back != "#/recipients/rita" {
+		t.Errorf("the timeline links back to %q", back)
+	}
+}

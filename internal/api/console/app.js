@@ -257,6 +257,7 @@ async function notificationsPage(main) {
     field("service", el("input", { size: 12 })),
     field("category", select(["transactional", "marketing"])),
     field("idempotency_key", el("input", { size: 16 })),
+    field("user", el("input", { size: 12 })),
     field("from", el("input", { type: "datetime-local", step: 1 })),
     field("to", el("input", { type: "datetime-local", step: 1 })),
     el("button", { type: "submit" }, "Filter"));
@@ -296,8 +297,11 @@ async function notificationsPage(main) {
 
 async function notificationPage(main, id) {
   const n = await api("GET", "notifications/" + encodeURIComponent(id));
+  const user = new URLSearchParams(location.hash.split("?")[1] || "").get("user");
+  const deliveries = n.deliveries || [];
   main.replaceChildren(
     el("h1", {}, "Notification " + n.id),
+    user ? el("p", {}, el("a", { href: "#/recipients/" + encodeURIComponent(user) }, "← " + user + "'s notifications")) : "",
     el("dl", {},
       el("dt", {}, "Status"), el("dd", { id: "n-status" }, n.status),
       el("dt", {}, "Service"), el("dd", {}, n.service || "—"),
@@ -307,16 +311,74 @@ async function notificationPage(main, id) {
       el("dt", {}, "Send at"), el("dd", {}, when(n.send_at)),
       el("dt", {}, "Skipped by reason"), el("dd", {}, reasons(n.skipped_by_reason)),
       el("dt", {}, "Failed by reason"), el("dd", {}, reasons(n.failed_by_reason))),
+    user ? timeline(n, user, deliveries.filter(d => d.user_id === user)) : "",
     el("h2", {}, "Per channel"),
     table(["Channel", "Total", "Sent", "Failed", "Skipped", "Pending"],
       Object.entries(n.stats || {}).map(([c, s]) => el("tr", {},
         el("td", {}, c), num(s.total), num(s.sent), num(s.failed, true), num(s.skipped), num(s.pending)))),
     el("h2", {}, "Deliveries"),
-    table(["Channel", "Provider", "Address", "Status", "Reason"],
-      (n.deliveries || []).map(d => el("tr", {},
+    table(["User", "Channel", "Provider", "Address", "Status", "Reason", "Attempts", "Updated"],
+      deliveries.map(d => el("tr", {},
+        el("td", {}, d.user_id ? el("a", { href: "#/recipients/" + encodeURIComponent(d.user_id) }, d.user_id) : "—"),
         el("td", {}, d.channel), el("td", {}, d.provider), el("td", {}, d.address),
-        el("td", {}, d.status), el("td", {}, d.reason || "—"))), "No deliveries yet."));
+        el("td", {}, d.status), el("td", {}, d.reason || "—"), num(d.attempts), el("td", {}, when(d.updated_at)))),
+      "No deliveries yet."));
   return n.status === "ACCEPTED" || n.status === "SENDING" || n.status === "PROCESSING" ? 3000 : 0;
+}
+
+// timeline is what happened to one user's part of a notification, in time order: the request,
+// then each of the user's deliveries with its attempts and the provider's last answer (an
+// AlimTalk's SMS fallback is a delivery of its own, on the sms channel).
+function timeline(n, user, ds) {
+  const events = [{ at: n.created_at, what: "Accepted from " + (n.service || "?") + " (" + (n.category || "—") + ")" }];
+  if (n.send_at) events.push({ at: n.send_at, what: "Reserved for this time" });
+  for (const d of ds) {
+    const answer = [d.reason, d.detail].filter(Boolean).join(": ");
+    const attempts = d.attempts === 1 ? "1 attempt" : d.attempts + " attempts";
+    events.push({ at: d.updated_at, what: d.channel + " via " + d.provider + " to " + d.address + ": " + d.status +
+      (d.attempts ? " after " + attempts : "") + (answer ? " — " + answer : "") +
+      (d.provider_message_id ? " (provider id " + d.provider_message_id + ")" : ""), status: d.status });
+  }
+  events.sort((a, b) => (a.at || "").localeCompare(b.at || ""));
+  return el("section", { id: "timeline", ariaLabel: "timeline for " + user },
+    el("h2", {}, "Timeline for " + user),
+    ds.length === 0 ? el("p", { class: "muted" }, "No delivery of this notification is " + user + "'s yet (a bulk send keeps counts only).") : "",
+    el("ol", {}, events.map(e => el("li", { "data-status": e.status || "" }, el("time", {}, when(e.at)), " ", e.what))));
+}
+
+// recipientsPage finds a user (#/recipients), and lists the notifications sent to that one user,
+// newest first (#/recipients/<user>), each linked to its timeline for the user.
+async function recipientsPage(main, user) {
+  const find = findForm("user id", u => { location.hash = "#/recipients/" + encodeURIComponent(u); });
+  if (!user) {
+    main.replaceChildren(el("h1", {}, "Recipients"),
+      el("p", { class: "muted" }, "Find a user: the notifications sent to them, newest first, and each delivery's timeline."),
+      find);
+    return 0;
+  }
+  const body = el("tbody", {});
+  const more = el("button", { id: "more", hidden: true }, "More");
+  let cursor = "", rows = [];
+  const fetchPage = async () => {
+    const q = new URLSearchParams({ user, limit: "100" });
+    if (cursor) q.set("cursor", cursor);
+    const p = await api("GET", "notifications?" + q.toString());
+    rows = rows.concat(p.notifications);
+    cursor = p.next_cursor;
+    body.replaceChildren(...rows.map(n => el("tr", { "data-id": n.id },
+      el("td", {}, el("a", { href: "#/notifications/" + encodeURIComponent(n.id) + "?user=" + encodeURIComponent(user) }, n.id)),
+      el("td", {}, n.service), el("td", {}, n.status), el("td", {}, n.category || "—"), el("td", {}, when(n.created_at)))));
+    more.hidden = !cursor;
+  };
+  more.onclick = () => fetchPage().catch(e => status(e.message));
+  main.replaceChildren(el("h1", {}, "Recipient " + user),
+    find,
+    el("p", { class: "muted" }, "Notifications sent to this one user, newest first. A notification to several users, and a campaign, are not filed under a user: find those by id."),
+    scroll(el("table", {}, el("thead", {}, el("tr", {}, ["Id", "Service", "Status", "Category", "Created"].map(th))), body)),
+    el("p", {}, more));
+  await fetchPage();
+  if (rows.length === 0) body.replaceChildren(el("tr", {}, el("td", { colSpan: 5, class: "muted" }, "No notification filed under " + user + ".")));
+  return 0;
 }
 
 async function campaignsPage(main) {
@@ -554,6 +616,8 @@ const pages = [
   [/^\/dead-letters\/([^/]+)$/, deadLettersPage], // links of alerts posted before they named #/queues/<queue>
   [/^\/notifications$/, notificationsPage],
   [/^\/notifications\/([^/]+)$/, notificationPage],
+  [/^\/recipients$/, recipientsPage],
+  [/^\/recipients\/([^/]+)$/, recipientsPage],
   [/^\/campaigns$/, campaignsPage],
   [/^\/campaigns\/([^/]+)$/, campaignPage],
   [/^\/reserved$/, reservedPage],
