@@ -287,6 +287,9 @@ func (h *herald) addFunctions() error {
 // envConsumerMappings is internal/awsenv.EnvConsumerMappings.
 const envConsumerMappings = "HERALD_CONSUMER_MAPPINGS"
 
+// envRecipientIndex is internal/awsenv.EnvRecipientIndex: "1" where stack.recipient_index is set.
+const envRecipientIndex = "HERALD_RECIPIENT_INDEX"
+
 // grantConsumerPauses lets the admin function pause and resume each queue's consumers (POST
 // /v1/admin/queues/{queue}/pause, /resume): it is told each queue's event source mapping
 // (HERALD_CONSUMER_MAPPINGS) and may read and update exactly those mappings — to turn them off
@@ -340,7 +343,18 @@ func (h *herald) addFunction(name string) error {
 		"HERALD_TABLE_PREFIX":     jsii.String(h.name("")),
 		"HERALD_QUEUE_URL_PREFIX": jsii.String(fmt.Sprintf("https://sqs.%s.%s/%s/%s", *h.stack.Region(), *h.stack.UrlSuffix(), *h.stack.Account(), h.name(""))),
 	}
-	h.grantTables(role, w.tables)
+	tables := w.tables
+	if h.settings.RecipientIndex {
+		// Every store files a notification under its one user (ingest and the api function's
+		// reserved sends create them); the admin function lists a user's (the console's
+		// recipient view) through the index, and only there.
+		env[envRecipientIndex] = jsii.String("1")
+		if name == adminFunction {
+			tables = maps.Clone(tables)
+			tables["notifications/index/by_user"] = actions{"Query"}
+		}
+	}
+	h.grantTables(role, tables)
 
 	// Queues: it consumes its own (and dead-letters what can never succeed straight into their
 	// DLQs), and sends to the next stage's. Exactly what is called, rather than CDK's grant

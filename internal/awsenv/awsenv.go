@@ -146,6 +146,9 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 	if e.Store, err = ddb.New(e.DB, ddb.TablesWithPrefix(tablePrefix), cipher, notify.SystemClock{}); err != nil {
 		return nil, err
 	}
+	if os.Getenv(EnvRecipientIndex) == "1" {
+		e.Store.KeepRecipientIndex()
+	}
 	sqsClient := awssqs.NewFromConfig(awsCfg)
 	e.Queue = sqs.New(sqsClient, queueURLs(cfg, urlPrefix))
 	if g := os.Getenv(EnvScheduleGroup); g != "" {

@@ -17,6 +17,11 @@ import (
 // consumes each queue: {"ingest-orders": "<uuid>", …}, written by the stack.
 const EnvConsumerMappings = "HERALD_CONSUMER_MAPPINGS"
 
+// EnvRecipientIndex is "1" where the deployment keeps the recipient index (stack.recipient_index):
+// every function's store then files a notification sent to one user under that user, and the
+// admin function lists a user's notifications (ddb.Store.KeepRecipientIndex).
+const EnvRecipientIndex = "HERALD_RECIPIENT_INDEX"
+
 // LambdaMappings is what Mappings needs of the Lambda client.
 type LambdaMappings interface {
 	GetEventSourceMapping(ctx context.Context, in *lambda.GetEventSourceMappingInput, optFns ...func(*lambda.Options)) (*lambda.GetEventSourceMappingOutput, error)

@@ -592,6 +592,11 @@ func (s *scenarios) operatorConsole(t *testing.T) {
 		t.Fatalf("the operator's cancel: %d %v", code, out)
 	}
 	s.waitStatus(t, nid, "CANCELED", 10*time.Second)
+	// The recipient view: grace's notifications, through the notifications table's by_user index,
+	// which the admin function may query (stack.recipient_index is on in dev) and nothing else.
+	if code, list := s.call(t, "", operator, "GET", "/console/api/notifications?user=grace", nil); code != 200 || !strings.Contains(fmt.Sprint(list), nid) {
+		t.Fatalf("grace's notifications: %d %v, want %s", code, list, nid)
+	}
 	out := s.mustCall(t, 202, "POST", "/v1/campaigns", map[string]any{
 		"idempotency_key": "stackbox-operator-campaign", "category": "transactional", "channels": []string{"push"},
 		"content":  map[string]any{"title": "Maintenance", "body": "Tonight 02:00"},
