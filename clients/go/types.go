@@ -287,6 +287,19 @@ type Delivery struct {
 	Attempts          int       `json:"attempts"`
 	ProviderMessageID string    `json:"provider_message_id,omitempty"`
 	UpdatedAt         time.Time `json:"updated_at"`
+	// History is the attempts before the one the fields above describe, oldest first; empty for
+	// a delivery decided on its first attempt.
+	History []Attempt `json:"history,omitempty"`
+}
+
+// Attempt is one earlier attempt of a delivery: the provider's answer and when the retry was due.
+type Attempt struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Status  string    `json:"status"`
+	Reason  string    `json:"reason,omitempty"`
+	Detail  string    `json:"detail,omitempty"`
+	RetryAt time.Time `json:"retry_at,omitzero"`
 }
 
 // InboxItem is one item of a user's in-app inbox.

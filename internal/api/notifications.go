@@ -313,6 +313,7 @@ type deliveryView struct {
 	Attempts          int                   `json:"attempts"`
 	ProviderMessageID string                `json:"provider_message_id,omitempty"`
 	UpdatedAt         time.Time             `json:"updated_at"`
+	History           []notify.Attempt      `json:"history,omitempty"`
 }
 
 func (s *server) getNotification(w http.ResponseWriter, r *http.Request) error {
@@ -397,5 +398,19 @@ func toDeliveryView(d notify.Delivery) deliveryView {
 		Attempts:          d.Attempts,
 		ProviderMessageID: d.ProviderMessageID,
 		UpdatedAt:         utc(d.UpdatedAt),
+		History:           utcAttempts(d.History),
 	}
+}
+
+// utcAttempts is h with its times in UTC.
+func utcAttempts(h []notify.Attempt) []notify.Attempt {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make([]notify.Attempt, len(h))
+	for i, a := range h {
+		a.At, a.RetryAt = utc(a.At), utc(a.RetryAt)
+		out[i] = a
+	}
+	return out
 }

@@ -69,8 +69,10 @@
 //
 // deliveries — pk id (S), TTL attribute ttl (30 days after creation). One item per delivery with
 // notification_id, nshard, sshard, user_id, channel, provider, app, address_masked, status,
-// reason, detail, attempts, provider_message_id, lease_until, updated_at, and rbatch (the realtime
-// send batch that stored it with its outcome, RecordBatch; absent otherwise). There is no address
+// reason, detail, attempts, provider_message_id, lease_until, updated_at, rbatch (the realtime
+// send batch that stored it with its outcome, RecordBatch; absent otherwise), and hist (its
+// earlier attempts, notify.Delivery.History, as JSON; absent for one decided on its first
+// attempt, so nearly every item is as small as before). There is no address
 // attribute: the raw token, email or phone only travels in queue messages. GSI by_notification:
 // nshard (S, "<notification id>#<00..15>", by hash of the delivery id) × id, KEYS_ONLY — sharded
 // so a large campaign's inserts spread over 16 index partitions, keys only so claims and

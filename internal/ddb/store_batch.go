@@ -247,6 +247,7 @@ func (s *Store) putRecorded(ctx context.Context, notificationID, batchID string,
 			UserID: d.UserID, Channel: string(d.Channel), Provider: string(d.Provider), App: d.App,
 			AddressMasked: d.AddressMasked, Status: string(d.Status), Reason: d.Reason, Detail: d.Detail, Attempts: d.Attempts,
 			ProviderMessageID: d.ProviderMessageID, UpdatedAt: nanos(updated), TTL: ttl, StatsShard: sshard, Batch: batchID,
+			History: historyAttr(d.History),
 		})
 		if err != nil {
 			return fmt.Errorf("encode delivery %s: %w", d.ID, err)

@@ -3,6 +3,7 @@ package ddb
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -45,6 +46,21 @@ type deliveryItem struct {
 	// Batch is the realtime send batch that stored the delivery with its outcome
 	// (RecordBatch); empty for one created before its send.
 	Batch string `dynamo:"rbatch,omitempty"`
+	// History is the delivery's earlier attempts (notify.Delivery.History) as JSON; absent for
+	// one decided on its first attempt.
+	History string `dynamo:"hist,omitempty"`
+}
+
+// historyAttr is h as the hist attribute: "" (absent) when empty.
+func historyAttr(h []notify.Attempt) string {
+	if len(h) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(h)
+	if err != nil { // times, strings and ints always encode
+		return ""
+	}
+	return string(b)
 }
 
 func deliveryShardKey(notificationID string, k int) string {
@@ -52,12 +68,17 @@ func deliveryShardKey(notificationID string, k int) string {
 }
 
 func (it deliveryItem) delivery() notify.Delivery {
-	return notify.Delivery{
+	d := notify.Delivery{
 		ID: it.ID, NotificationID: it.NotificationID, UserID: it.UserID, Channel: notify.Channel(it.Channel),
 		Provider: notify.Provider(it.Provider), App: it.App, AddressMasked: it.AddressMasked,
 		Status: notify.DeliveryStatus(it.Status), Reason: it.Reason, Detail: it.Detail, Attempts: it.Attempts,
 		ProviderMessageID: it.ProviderMessageID, LeaseUntil: timeOf(it.LeaseUntil), UpdatedAt: timeOf(it.UpdatedAt),
 	}
+	if it.History != "" {
+		// Diagnostic only: an attribute that does not decode is left out rather than failing a read.
+		_ = json.Unmarshal([]byte(it.History), &d.History)
+	}
+	return d
 }
 
 // CreateDeliveries implements notify.DeliveryStore. A chunk is more deliveries than one
@@ -566,6 +587,9 @@ func (s *Store) verdictUpdate(notificationID string, u notify.DeliveryUpdate, no
 		} else {
 			remove = append(remove, e.n(f.name))
 		}
+	}
+	if h := historyAttr(u.History); h != "" { // no history leaves the earlier attempts as they are
+		set = append(set, e.n("hist")+" = "+e.s(h))
 	}
 	return &types.Update{
 		TableName:                 aws.String(s.tables.Deliveries),

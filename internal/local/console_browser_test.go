@@ -336,8 +336,8 @@ func TestConsolePausesAQueue(t *testing.T) {
 
 // TestConsoleFindsAUserAndTheirTimeline: an operator finds a user on the Recipients page, sees
 // the notifications sent to that one user (not one sent to several users), and opens one's
-// timeline: the request, a push that went out on its second attempt, and one to a dead token
-// with the provider's answer.
+// timeline: the request, a push whose first attempt the provider answered 503 (retried, and
+// when), sent on its second, and one to a dead token with the provider's answer.
 func TestConsoleFindsAUserAndTheirTimeline(t *testing.T) {
 	e := setup(t)
 	_, run, shot := browserTab(t, 1200, 900, "recipient-")
@@ -366,7 +366,8 @@ func TestConsoleFindsAUserAndTheirTimeline(t *testing.T) {
 		chromedp.WaitVisible(`#timeline li[data-status="SENT"]`), chromedp.WaitVisible(`#timeline li[data-status="FAILED"]`),
 		chromedp.Evaluate(`document.getElementById("timeline").innerText`, &text))
 	shot("timeline")
-	for _, want := range []string{"Timeline for rita", "Accepted from demo", "SENT after 2 attempts", "FAILED after 1 attempt", "unregistered"} {
+	for _, want := range []string{"Timeline for rita", "Accepted from demo", "attempt 1 — unavailable", "retried at",
+		"SENT after 2 attempts", "FAILED after 1 attempt", "unregistered"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the timeline lacks %q:\n%s", want, text)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // DeliveryStatus is the lifecycle of one delivery.
@@ -77,6 +78,46 @@ type Delivery struct {
 	ProviderMessageID string         `json:"provider_message_id,omitempty"`
 	LeaseUntil        time.Time      `json:"-"`
 	UpdatedAt         time.Time      `json:"updated_at"`
+	// History is the attempts before the one the fields above describe, oldest first: each
+	// retried attempt's answer and when the next was due (the recipient view's timeline). Empty
+	// for a delivery decided on its first attempt — nearly all of them — so it costs them nothing.
+	History []Attempt `json:"history,omitempty"`
+}
+
+// Attempt is one earlier attempt of a delivery: when it ended, what the provider answered (a
+// retryable error's code and message), and when the retry was due.
+type Attempt struct {
+	Attempt int            `json:"attempt"`
+	At      time.Time      `json:"at"`
+	Status  DeliveryStatus `json:"status"`
+	Reason  string         `json:"reason,omitempty"`
+	Detail  string         `json:"detail,omitempty"`
+	RetryAt time.Time      `json:"retry_at,omitzero"`
+}
+
+// MaxHistory is the most earlier attempts a delivery keeps (the oldest are dropped), and
+// maxAttemptDetail the most bytes of an answer's message each keeps: a retried delivery's
+// record stays well under a DynamoDB write unit's kilobyte or two.
+const (
+	MaxHistory       = 8
+	maxAttemptDetail = 240
+)
+
+// WithAttempt is h with a, the oldest dropped beyond MaxHistory and a's detail shortened (at a
+// UTF-8 boundary); h itself is not changed.
+func WithAttempt(h []Attempt, a Attempt) []Attempt {
+	if len(a.Detail) > maxAttemptDetail {
+		cut := maxAttemptDetail
+		for cut > 0 && !utf8.RuneStart(a.Detail[cut]) {
+			cut--
+		}
+		a.Detail = a.Detail[:cut] + "…"
+	}
+	out := make([]Attempt, 0, min(len(h)+1, MaxHistory))
+	if len(h)+1 > MaxHistory {
+		h = h[len(h)+1-MaxHistory:]
+	}
+	return append(append(out, h...), a)
 }
 
 // DeliveryID is deterministic, so a redelivered prepare step creates the same deliveries and the
@@ -124,6 +165,9 @@ type DeliveryUpdate struct {
 	ProviderMessageID string
 	At                time.Time
 	LeaseUntil        time.Time // only with SENDING
+	// History, when not empty, replaces the delivery's earlier attempts (Delivery.History): a
+	// retry's outcome carries the attempts before it. Empty leaves them as they are.
+	History []Attempt
 }
 
 // ValidVerdict reports whether u's status is one CompleteDeliveries takes.

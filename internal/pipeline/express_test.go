@@ -176,6 +176,14 @@ func TestExpressRetryGoesToTheSendStage(t *testing.T) {
 		if d.Channel == notify.ChannelPush && (d.Status != notify.DeliverySent || d.Attempts != 2) {
 			t.Fatalf("push delivery %+v, want SENT on its second attempt", d)
 		}
+		// The first attempt's answer travelled with the retry and is kept with the outcome.
+		if d.Channel == notify.ChannelPush && (len(d.History) != 1 || d.History[0].Attempt != 1 ||
+			d.History[0].Status != notify.DeliveryPending || d.History[0].Reason == "" || !d.History[0].RetryAt.After(d.History[0].At)) {
+			t.Fatalf("push delivery history %+v, want its first attempt, retried later", d.History)
+		}
+		if d.Channel == notify.ChannelInbox && len(d.History) != 0 {
+			t.Fatalf("inbox delivery history %+v, want none", d.History)
+		}
 	}
 }
 

@@ -20,10 +20,16 @@ type flatDecoder interface {
 	decodeFlat(body []byte) bool
 }
 
-// appendJSON writes m as json.Marshal does, unless it holds a quiet-hours hold (a time).
+// appendJSON writes m as json.Marshal does, unless it holds a quiet-hours hold (a time) or an
+// item with earlier attempts (a retry's).
 func (m sendMsg) appendJSON(dst []byte) ([]byte, bool) {
 	if m.HoldUntil != nil {
 		return dst, false
+	}
+	for i := range m.Items {
+		if len(m.Items[i].History) > 0 {
+			return dst, false // a retry's attempts: encoding/json's
+		}
 	}
 	if dst == nil {
 		dst = make([]byte, 0, 128+96*len(m.Items))
@@ -114,7 +120,7 @@ func (m *sendMsg) decodeFlat(body []byte) bool {
 				})
 			})
 		}
-		return false // hold_until (a time), a null, anything else: encoding/json's
+		return false // hold_until (a time), history (a retry's), a null, anything else: encoding/json's
 	})
 	if !ok || !r.End() {
 		return false

@@ -37,6 +37,9 @@ type sendItem struct {
 	// text it sends; Kind is SMS or LMS.
 	FallbackOf string `json:"fallback_of,omitempty"`
 	Kind       string `json:"kind,omitempty"`
+	// History is a retry's earlier attempts of the delivery (notify.Delivery.History): what the
+	// record of its outcome keeps. Only a retry batch carries it, written by encoding/json.
+	History []notify.Attempt `json:"history,omitempty"`
 
 	prov notify.Provider // grouping keys, not sent
 	app  string

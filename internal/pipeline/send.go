@@ -327,7 +327,9 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 	}()
 	for i, r := range results {
 		it := byID.find(i, r.DeliveryID)
-		u := notify.DeliveryUpdate{ID: r.DeliveryID, ProviderMessageID: r.ProviderMessageID, At: now}
+		// The attempts before this one travel with the item (a retry's), and are stored with
+		// this one's outcome.
+		u := notify.DeliveryUpdate{ID: r.DeliveryID, ProviderMessageID: r.ProviderMessageID, At: now, History: it.History}
 		code := notify.ErrorCode(r.Err)
 		switch {
 		case r.Err == nil && r.VerdictPending: // accepted, not done: awaitVerdicts checks later
@@ -355,6 +357,8 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 				break
 			}
 			u.Status, u.Reason, u.Detail = notify.DeliveryPending, code, notify.ErrorMessage(r.Err)
+			it.History = notify.WithAttempt(it.History, notify.Attempt{Attempt: attempt(r.DeliveryID), At: now,
+				Status: notify.DeliveryPending, Reason: code, Detail: u.Detail, RetryAt: now.Add(wait)})
 			o.retry = append(o.retry, it)
 			o.delay = max(o.delay, wait)
 		case notify.IsRetryableSend(r.Err):
@@ -520,7 +524,7 @@ func (p *Pipeline) recordBatch(ctx context.Context, n *notify.Notification, sm s
 		ds[i] = notify.Delivery{
 			ID: u.ID, NotificationID: n.ID, UserID: it.UserID, Channel: ch, Provider: sm.Provider, App: sm.App,
 			AddressMasked: notify.MaskAddress(ch, it.Address), Status: u.Status, Reason: u.Reason, Detail: u.Detail,
-			Attempts: attempt, ProviderMessageID: u.ProviderMessageID, UpdatedAt: u.At,
+			Attempts: attempt, ProviderMessageID: u.ProviderMessageID, UpdatedAt: u.At, History: u.History,
 		}
 	}
 	_, err := p.store.RecordBatch(ctx, n.ID, sm.BatchID, ds, p.clock.Now())

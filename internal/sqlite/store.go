@@ -24,7 +24,7 @@ var _ notify.Store = (*Store)(nil)
 
 // storeSchemaVersion is the schema this code reads and writes. It lives in store_meta rather
 // than PRAGMA user_version because the Queue shares the database file and has its own schema.
-const storeSchemaVersion = 16
+const storeSchemaVersion = 17
 
 // storeMigrations[i] takes the schema from version i to i+1.
 var storeMigrations = []string{
@@ -199,6 +199,9 @@ CREATE INDEX IF NOT EXISTS deliveries_by_notification ON deliveries (notificatio
 	// campaigns and those from before the index cost it nothing.
 	`CREATE INDEX IF NOT EXISTS notifications_by_user ON notifications (recipient_user, created_at DESC, id DESC)
 	WHERE recipient_user IS NOT NULL;`,
+	// 17: a delivery's earlier attempts (notify.Delivery.History) as JSON; NULL for the
+	// deliveries decided on their first attempt.
+	addColumns + "deliveries history BLOB",
 }
 
 // deliveriesByNotification is migration 13 (see storeMigrations). It may run again over its own
@@ -221,11 +224,16 @@ CREATE TABLE deliveries_v13 (
 	lease_until         INTEGER NOT NULL,
 	updated_at          INTEGER NOT NULL
 );
-INSERT INTO deliveries_v13 (rowid, ` + deliveryColumns + `) SELECT rowid, ` + deliveryColumns + ` FROM deliveries ORDER BY rowid;
+INSERT INTO deliveries_v13 (rowid, ` + deliveryColumnsV13 + `) SELECT rowid, ` + deliveryColumnsV13 + ` FROM deliveries ORDER BY rowid;
 DROP TABLE deliveries;
 ALTER TABLE deliveries_v13 RENAME TO deliveries;
 CREATE UNIQUE INDEX deliveries_id ON deliveries (notification_id, id);
 CREATE INDEX deliveries_by_notification ON deliveries (notification_id);`
+
+// deliveryColumnsV13 are the deliveries table's columns as migration 13 copies them (later
+// migrations add more).
+const deliveryColumnsV13 = `id, notification_id, user_id, channel, provider, app, address_masked, status,
+	reason, detail, attempts, provider_message_id, lease_until, updated_at`
 
 // addColumns starts a migration that adds columns to a table unless they exist — SQLite has no
 // ADD COLUMN IF NOT EXISTS, and a migration may run again over a schema that has them (a

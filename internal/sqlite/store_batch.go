@@ -244,7 +244,8 @@ func recordDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds
 	values, args = recordedValues(notificationID, rest, at)
 	rows, err = tx.QueryContext(ctx, `WITH u (`+deliveryColumns+`) AS (VALUES `+values+`)
 		UPDATE deliveries SET status = u.status, reason = u.reason, detail = u.detail, attempts = u.attempts,
-			provider_message_id = u.provider_message_id, lease_until = 0, updated_at = u.updated_at
+			provider_message_id = u.provider_message_id, lease_until = 0, updated_at = u.updated_at,
+			history = coalesce(u.history, deliveries.history)
 		FROM u
 		WHERE deliveries.notification_id = u.notification_id AND deliveries.id = u.id AND deliveries.status = 'PENDING'
 		RETURNING deliveries.channel, deliveries.status, deliveries.reason`, args...)
@@ -258,7 +259,7 @@ func recordDeliveries(ctx context.Context, tx *sql.Tx, notificationID string, ds
 }
 
 // deliveryWidth is how many columns deliveryColumns names.
-const deliveryWidth = 14
+const deliveryWidth = 15
 
 // recordedValues returns the VALUES rows that store ds as recorded outcomes (no lease) and their
 // arguments (deliveryValues).
@@ -277,8 +278,12 @@ func deliveryRow(notificationID string, d *notify.Delivery, status notify.Delive
 	if updated.IsZero() {
 		updated = at
 	}
+	var history any // NULL: nearly every delivery is decided on its first attempt
+	if len(d.History) > 0 {
+		history, _ = historyValue(d.History) // []Attempt of times, strings and ints always encodes
+	}
 	return [deliveryWidth]any{d.ID, notificationID, d.UserID, string(d.Channel), string(d.Provider), d.App,
-		d.AddressMasked, string(status), d.Reason, d.Detail, d.Attempts, d.ProviderMessageID, nanosOf(lease), nanosOf(updated)}
+		d.AddressMasked, string(status), d.Reason, d.Detail, d.Attempts, d.ProviderMessageID, nanosOf(lease), nanosOf(updated), history}
 }
 
 // deliveryValues returns VALUES rows for deliveryColumns and their arguments. A column whose

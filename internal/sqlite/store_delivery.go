@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,7 +16,7 @@ import (
 
 // deliveryColumns is the column list every delivery read selects, in scanDeliveries' order.
 const deliveryColumns = `id, notification_id, user_id, channel, provider, app, address_masked, status,
-	reason, detail, attempts, provider_message_id, lease_until, updated_at`
+	reason, detail, attempts, provider_message_id, lease_until, updated_at, history`
 
 // CreateDeliveries implements notify.DeliveryStore. The chunk marker, the inserts and the counter
 // update are one transaction, so a crash between them cannot leave counters that disagree with
@@ -247,7 +248,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, notificationID string, u
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		delta := map[notify.Channel]notify.ChannelStats{}
 		for _, batch := range batchesOf(updates, storeBatch) {
-			const width = 7
+			const width = 8
 			args := make([]any, 0, len(batch)*width+1)
 			for _, u := range batch {
 				at := u.At
@@ -258,13 +259,18 @@ func (s *Store) CompleteDeliveries(ctx context.Context, notificationID string, u
 				if u.Status == notify.DeliverySending {
 					lease = nanosOf(u.LeaseUntil)
 				}
-				args = append(args, u.ID, string(u.Status), u.Reason, u.Detail, u.ProviderMessageID, nanosOf(at), lease)
+				history, err := historyValue(u.History)
+				if err != nil {
+					return err
+				}
+				args = append(args, u.ID, string(u.Status), u.Reason, u.Detail, u.ProviderMessageID, nanosOf(at), lease, history)
 			}
 			args = append(args, notificationID)
-			rows, err := tx.QueryContext(ctx, `WITH u (id, status, reason, detail, provider_message_id, at, lease) AS (
+			rows, err := tx.QueryContext(ctx, `WITH u (id, status, reason, detail, provider_message_id, at, lease, history) AS (
 					VALUES `+sqlTuples(len(batch), width)+`)
 				UPDATE deliveries SET status = u.status, reason = u.reason, detail = u.detail,
-					provider_message_id = u.provider_message_id, lease_until = u.lease, updated_at = u.at
+					provider_message_id = u.provider_message_id, lease_until = u.lease, updated_at = u.at,
+					history = coalesce(u.history, deliveries.history)
 				FROM u
 				WHERE deliveries.notification_id = ? AND deliveries.id = u.id AND deliveries.status = 'SENDING'
 				RETURNING deliveries.channel, deliveries.status, deliveries.reason`, args...)
@@ -384,9 +390,10 @@ func scanDeliveriesWith(rows *sql.Rows, out []notify.Delivery, lead func() any) 
 			d                notify.Delivery
 			ch, prov, st     string
 			lease, updatedAt int64
+			history          sql.RawBytes
 		)
 		dest := []any{&d.ID, &d.NotificationID, &d.UserID, &ch, &prov, &d.App, &d.AddressMasked, &st,
-			&d.Reason, &d.Detail, &d.Attempts, &d.ProviderMessageID, &lease, &updatedAt}
+			&d.Reason, &d.Detail, &d.Attempts, &d.ProviderMessageID, &lease, &updatedAt, &history}
 		if lead != nil {
 			dest = append([]any{lead()}, dest...)
 		}
@@ -398,7 +405,25 @@ func scanDeliveriesWith(rows *sql.Rows, out []notify.Delivery, lead func() any) 
 		d.Status = notify.DeliveryStatus(st)
 		d.LeaseUntil = timeOfNanos(lease)
 		d.UpdatedAt = timeOfNanos(updatedAt)
+		if len(history) > 0 {
+			if err := json.Unmarshal(history, &d.History); err != nil {
+				return out, fmt.Errorf("delivery %s: history: %w", d.ID, err)
+			}
+		}
 		out = append(out, d)
 	}
 	return out, rows.Err()
+}
+
+// historyValue is the history column's value of h: NULL when empty, else its JSON, as a string
+// (deliveryValues compares rows' values, which a []byte cannot be).
+func historyValue(h []notify.Attempt) (any, error) {
+	if len(h) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encode attempts: %w", err)
+	}
+	return string(b), nil
 }

@@ -107,6 +107,21 @@ export type Delivery = {
   attempts: number;
   provider_message_id?: string;
   updated_at: string;
+  /** The attempts before the one the fields above describe, oldest first (at most 8): each retried attempt's answer and when the retry was due. Absent for a delivery decided on its first attempt. */
+  history?: {
+    /** The attempt's number, 1 the first. */
+    attempt: number;
+    /** When its answer came. */
+    at: string;
+    /** PENDING: retried. */
+    status: string;
+    /** The error code of the provider's answer (unavailable, throttled…). */
+    reason?: string;
+    /** The provider's message, shortened to 240 bytes. */
+    detail?: string;
+    /** When the next attempt was due. */
+    retry_at?: string;
+  }[];
 };
 
 /** A notification's status, counts and first page of deliveries. */

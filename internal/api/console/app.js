@@ -327,12 +327,18 @@ async function notificationPage(main, id) {
 }
 
 // timeline is what happened to one user's part of a notification, in time order: the request,
-// then each of the user's deliveries with its attempts and the provider's last answer (an
-// AlimTalk's SMS fallback is a delivery of its own, on the sms channel).
+// then each of the user's deliveries — every retried attempt with the provider's answer and when
+// the retry was due, and the last attempt's outcome (an AlimTalk's SMS fallback is a delivery of
+// its own, on the sms channel).
 function timeline(n, user, ds) {
   const events = [{ at: n.created_at, what: "Accepted from " + (n.service || "?") + " (" + (n.category || "—") + ")" }];
   if (n.send_at) events.push({ at: n.send_at, what: "Reserved for this time" });
   for (const d of ds) {
+    for (const h of d.history || []) { // an earlier attempt, retried
+      const was = [h.reason, h.detail].filter(Boolean).join(": ");
+      events.push({ at: h.at, status: "RETRIED", what: d.channel + " via " + d.provider + " to " + d.address + ": attempt " + h.attempt +
+        (was ? " — " + was : "") + (h.retry_at ? "; retried at " + when(h.retry_at) : "") });
+    }
     const answer = [d.reason, d.detail].filter(Boolean).join(": ");
     const attempts = d.attempts === 1 ? "1 attempt" : d.attempts + " attempts";
     events.push({ at: d.updated_at, what: d.channel + " via " + d.provider + " to " + d.address + ": " + d.status +

@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) notify.Store) {
 	cases = append(cases, expressCases...)
 	cases = append(cases, batchCases...)
 	cases = append(cases, recordCases...)
+	cases = append(cases, historyCases...)
 	cases = append(cases, userCases...)
 	cases = append(cases, inboxCases...)
 	cases = append(cases, reservedCases...)
