@@ -201,6 +201,7 @@ var routes = []route{
 	{Method: "GET", Path: "/exports/{id}", Public: true, handle: (*server).downloadExport},
 	{Method: "GET", Path: "/v1/admin/reserved", handle: (*server).listReserved},
 	{Method: "GET", Path: "/v1/admin/notifications", handle: (*server).listNotifications},
+	{Method: "GET", Path: "/v1/admin/recipients", handle: (*server).findRecipient},
 	{Method: "GET", Path: "/v1/admin/notifications/{id}", handle: (*server).adminGetNotification},
 	{Method: "PATCH", Path: "/v1/admin/notifications/{id}", handle: (*server).adminRescheduleNotification},
 	{Method: "DELETE", Path: "/v1/admin/notifications/{id}", handle: (*server).adminCancelNotification},

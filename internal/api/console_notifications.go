@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"herald/internal/notify"
 )
@@ -78,5 +80,39 @@ func (s *server) listNotifications(w http.ResponseWriter, r *http.Request) error
 		out.Notifications = append(out.Notifications, n)
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// recipientFound is GET /v1/admin/recipients' answer.
+type recipientFound struct {
+	UserID  string         `json:"user_id"`
+	Channel notify.Channel `json:"channel"`
+}
+
+// findRecipient is GET /v1/admin/recipients?address=: the user an email, phone number or push
+// token belongs to (notify.AddressFinder), for the recipient view's search by address. The
+// address is read from the query and never logged or echoed.
+func (s *server) findRecipient(w http.ResponseWriter, r *http.Request) error {
+	if err := s.operatorOnly(r); err != nil {
+		return err
+	}
+	f, ok := s.store.(notify.AddressFinder)
+	if !ok {
+		writeNotImplemented(w, "finding a user by address is not available in this runtime")
+		return nil
+	}
+	raw := r.URL.Query().Get("address")
+	if strings.TrimSpace(raw) == "" || len(raw) > 4096 || !utf8.ValidString(raw) {
+		return notify.FieldError("address", "an email, a phone number (+ and digits) or a push token is required")
+	}
+	ch, address := notify.AddressChannel(raw)
+	user, err := f.UserByAddress(r.Context(), ch, address)
+	if notify.IsCode(err, notify.ENOTFOUND) {
+		return notify.Errorf(notify.ENOTFOUND, "no user has this %s address (a contact stored before the address index is found after its next change)", ch)
+	}
+	if err != nil {
+		return fmt.Errorf("find recipient: %w", err)
+	}
+	writeJSON(w, http.StatusOK, recipientFound{UserID: user, Channel: ch})
 	return nil
 }

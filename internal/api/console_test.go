@@ -453,3 +453,32 @@ func TestAdminListsNotificationsWithoutRecipientIndex(t *testing.T) {
 	}
 	wantStatus(t, e.do(t, "GET", "/v1/admin/notifications?service=orders", ordersKey, nil), http.StatusOK)
 }
+
+// An operator finds the user an address belongs to: an email whatever its case, a phone number
+// as people write it, a push token; an unknown address is a 404 that does not echo it.
+func TestAdminFindsARecipientByAddress(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withAudit)
+	wantStatus(t, e.do(t, "PUT", "/v1/users/ann/contacts", ordersKey, map[string]any{"email": "Ann@Example.com", "phone": "+821012345678"}), http.StatusOK)
+	wantStatus(t, e.do(t, "PUT", "/v1/users/ben/devices/tok-ben-0001", ordersKey, map[string]any{"platform": "fcm"}), http.StatusOK)
+	for address, want := range map[string]recipientFound{
+		"ann@example.com":   {UserID: "ann", Channel: notify.ChannelEmail},
+		" ANN@EXAMPLE.COM ": {UserID: "ann", Channel: notify.ChannelEmail},
+		"+82 10-1234-5678":  {UserID: "ann", Channel: notify.ChannelSMS},
+		"tok-ben-0001":      {UserID: "ben", Channel: notify.ChannelPush},
+	} {
+		rec := e.do(t, "GET", "/v1/admin/recipients?address="+url.QueryEscape(address), ordersKey, nil)
+		wantStatus(t, rec, http.StatusOK)
+		wantDocumented(t, "GET", "/v1/admin/recipients", rec)
+		if got := decodeBody[recipientFound](t, rec); got != want {
+			t.Errorf("%q: %+v, want %+v", address, got, want)
+		}
+	}
+	rec := e.do(t, "GET", "/v1/admin/recipients?address="+url.QueryEscape("nobody@example.com"), ordersKey, nil)
+	wantError(t, rec, http.StatusNotFound, notify.ENOTFOUND, "")
+	if strings.Contains(rec.Body.String(), "nobody") {
+		t.Errorf("the 404 echoes the address: %s", rec.Body)
+	}
+	wantError(t, e.do(t, "GET", "/v1/admin/recipients", ordersKey, nil), http.StatusBadRequest, notify.EINVALID, "address")
+	wantError(t, e.do(t, "GET", "/v1/admin/recipients?address=ann@example.com", billingKey, nil), http.StatusForbidden, notify.EFORBIDDEN, "")
+}

@@ -82,7 +82,11 @@
 //
 //	pk U#<user>   sk D#<token>   a device (platform, app, environment, locale, time zone)
 //	pk T#<token>  sk T           the token's owner: user_id, updated_at
-//	pk U#<user>   sk C           the contact, sealed whole with the notify.Cipher
+//	pk U#<user>   sk C           the contact, sealed whole with the notify.Cipher, and okeys
+//	                             (the AddressKeys of its email and phone, SS)
+//	pk CO#<key>   sk CO          the owner of a contact address (notify.AddressFinder): user_id;
+//	                             PutContact writes the contact, these, and the removal of its
+//	                             earlier ones still naming the user in one transaction
 //	pk U#<user>   sk P           preferences: opt_out (map), marketing_consent_at,
 //	                             night_consent_at (absent: no consent), updated_at
 //	pk I#<object> sk <version>   an import marker (notify.ImportStore): one per version of an

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,7 +65,23 @@ type contactItem struct {
 	PK     string `dynamo:"pk"`
 	SK     string `dynamo:"sk"`
 	Sealed []byte `dynamo:"sealed"`
+	// OwnerKeys are the AddressKeys of the contact's email and phone, whose owner items
+	// (contactOwnerItem) name this user: what the next change of the contact takes back.
+	OwnerKeys []string `dynamo:"okeys,set,omitempty"`
 }
+
+// contactOwnerItem names the user whose contact holds an address: pk CO#<address key>, sk CO
+// (notify.AddressFinder). Contacts are sealed, so this hash is the only way from an address to
+// its user.
+type contactOwnerItem struct {
+	PK     string `dynamo:"pk"`
+	SK     string `dynamo:"sk"`
+	UserID string `dynamo:"user_id"`
+}
+
+const skContactOwner = "CO"
+
+func contactOwnerPK(addressKey string) string { return "CO#" + addressKey }
 
 // preferencesItem is a user's preferences: pk U#<user>, sk P. Consent times are attributes of
 // their own, so "who consented when" can be audited with a Scan or an export.
@@ -320,7 +338,89 @@ func (s *Store) PutContact(ctx context.Context, c notify.Contact) error {
 	if err != nil {
 		return wrapErr(op, err)
 	}
-	return wrapErr(op, s.users().Put(contactItem{PK: userPK(c.UserID), SK: skContact, Sealed: sealed}).Run(ctx))
+	// The contact, the owner items of its addresses, and the removal of those of its earlier
+	// addresses still naming this user, in one transaction: a contact change is rare, and the
+	// search by address must not find a user by an address they no longer have.
+	var before contactItem
+	err = s.users().Get(attrPK, userPK(c.UserID)).Range(attrSK, dynamo.Equal, skContact).Consistent(true).One(ctx, &before)
+	if err != nil && !errors.Is(err, dynamo.ErrNotFound) {
+		return wrapErr(op, err)
+	}
+	keys := notify.ContactKeys(c)
+	item, err := dynamo.MarshalItem(contactItem{PK: userPK(c.UserID), SK: skContact, Sealed: sealed, OwnerKeys: keys})
+	if err != nil {
+		return wrapErr(op, err)
+	}
+	tx := []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String(s.tables.Users), Item: item}}}
+	for _, k := range keys {
+		owner, err := dynamo.MarshalItem(contactOwnerItem{PK: contactOwnerPK(k), SK: skContactOwner, UserID: c.UserID})
+		if err != nil {
+			return wrapErr(op, err)
+		}
+		tx = append(tx, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.tables.Users), Item: owner}})
+	}
+	puts := len(tx)
+	for _, k := range before.OwnerKeys {
+		if slices.Contains(keys, k) {
+			continue
+		}
+		e := newExpr()
+		tx = append(tx, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.tables.Users),
+			Key:                       key2(contactOwnerPK(k), skContactOwner),
+			ConditionExpression:       aws.String(e.n("user_id") + " = " + e.s(c.UserID)),
+			ExpressionAttributeNames:  e.nameMap(),
+			ExpressionAttributeValues: e.valueMap()}})
+	}
+	for range txAttempts {
+		err = s.transact(ctx, tx)
+		reasons, canceled := cancelReasons(err)
+		if !canceled {
+			break
+		}
+		// An earlier address another user has taken since is theirs now: not this change's to remove.
+		keep := tx[:puts:puts]
+		for i := puts; i < len(tx); i++ {
+			if reasonCode(reasons, i) != "ConditionalCheckFailed" {
+				keep = append(keep, tx[i])
+			}
+		}
+		if len(keep) == len(tx) {
+			break
+		}
+		tx = keep
+	}
+	return wrapErr(op, err)
+}
+
+var _ notify.AddressFinder = (*Store)(nil)
+
+// UserByAddress implements notify.AddressFinder: a push token's owner item, or an email's or
+// phone's contact owner item (consistent GetItems).
+func (s *Store) UserByAddress(ctx context.Context, c notify.Channel, address string) (string, error) {
+	const op = "user by address"
+	switch c {
+	case notify.ChannelPush:
+		owner, ok, err := s.readTokenOwner(ctx, strings.TrimSpace(address))
+		if err != nil {
+			return "", wrapErr(op, err)
+		}
+		if ok {
+			return owner.UserID, nil
+		}
+	case notify.ChannelEmail, notify.ChannelSMS:
+		var owner contactOwnerItem
+		err := s.users().Get(attrPK, contactOwnerPK(notify.AddressKey(c, address))).Range(attrSK, dynamo.Equal, skContactOwner).
+			Consistent(true).One(ctx, &owner)
+		if err == nil {
+			return owner.UserID, nil
+		}
+		if !errors.Is(err, dynamo.ErrNotFound) {
+			return "", wrapErr(op, err)
+		}
+	default:
+		return "", wrapErr(op, notify.FieldError("channel", "no %s address belongs to a user", c))
+	}
+	return "", wrapErr(op, notify.Errorf(notify.ENOTFOUND, "no user has this %s address", c))
 }
 
 // GetContacts implements notify.UserStore (consistent BatchGetItem, 100 keys a request).

@@ -380,4 +380,13 @@ func TestConsoleFindsAUserAndTheirTimeline(t *testing.T) {
 	if back != "#/recipients/rita" {
 		t.Errorf("the timeline links back to %q", back)
 	}
+	// By address: her email finds her, without the address in the URL.
+	e.mustDo("PUT", "/v1/users/rita/contacts", map[string]any{"email": "rita@example.com"}, 200)
+	var hash string
+	run("find rita by email", chromedp.Navigate(e.rt.URL+"/console#/recipients"), chromedp.WaitVisible("#find-address"),
+		chromedp.SendKeys("#find-address", "Rita@Example.com"), chromedp.Click(`#find-address + button`),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-id=%q]`, first)), chromedp.Evaluate(`location.hash`, &hash))
+	if hash != "#/recipients/rita" {
+		t.Errorf("finding by email lands on %q", hash)
+	}
 }

@@ -24,7 +24,7 @@ var _ notify.Store = (*Store)(nil)
 
 // storeSchemaVersion is the schema this code reads and writes. It lives in store_meta rather
 // than PRAGMA user_version because the Queue shares the database file and has its own schema.
-const storeSchemaVersion = 17
+const storeSchemaVersion = 18
 
 // storeMigrations[i] takes the schema from version i to i+1.
 var storeMigrations = []string{
@@ -202,6 +202,13 @@ CREATE INDEX IF NOT EXISTS deliveries_by_notification ON deliveries (notificatio
 	// 17: a delivery's earlier attempts (notify.Delivery.History) as JSON; NULL for the
 	// deliveries decided on their first attempt.
 	addColumns + "deliveries history BLOB",
+	// 18: the owner of each contact address, by its AddressKey (notify.AddressFinder): contacts
+	// are sealed, so the search by address needs its own index.
+	`CREATE TABLE IF NOT EXISTS contact_owners (
+	address_key TEXT PRIMARY KEY,
+	user_id     TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS contact_owners_user ON contact_owners (user_id);`,
 }
 
 // deliveriesByNotification is migration 13 (see storeMigrations). It may run again over its own

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"herald/internal/notify"
@@ -107,11 +109,53 @@ func (s *Store) PutContact(ctx context.Context, c notify.Contact) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: put contact of %s: %w", c.UserID, err)
 	}
-	if _, err := s.db.W.ExecContext(ctx, `INSERT INTO contacts (user_id, sealed) VALUES (?, ?)
-		ON CONFLICT (user_id) DO UPDATE SET sealed = excluded.sealed`, c.UserID, sealed); err != nil {
+	// The contact and the owners of its addresses change together: the user's earlier addresses
+	// are no longer theirs, and an address another user held is now this one's.
+	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO contacts (user_id, sealed) VALUES (?, ?)
+			ON CONFLICT (user_id) DO UPDATE SET sealed = excluded.sealed`, c.UserID, sealed); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM contact_owners WHERE user_id = ?`, c.UserID); err != nil {
+			return err
+		}
+		for _, k := range notify.ContactKeys(c) {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO contact_owners (address_key, user_id) VALUES (?, ?)
+				ON CONFLICT (address_key) DO UPDATE SET user_id = excluded.user_id`, k, c.UserID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("sqlite: put contact of %s: %w", c.UserID, err)
 	}
 	return nil
+}
+
+var _ notify.AddressFinder = (*Store)(nil)
+
+// UserByAddress implements notify.AddressFinder: a push token's row in devices, or an email's or
+// phone's in contact_owners.
+func (s *Store) UserByAddress(ctx context.Context, c notify.Channel, address string) (string, error) {
+	var user string
+	var err error
+	switch c {
+	case notify.ChannelPush:
+		err = s.db.R.QueryRowContext(ctx, `SELECT user_id FROM devices WHERE token = ?`, strings.TrimSpace(address)).Scan(&user)
+	case notify.ChannelEmail, notify.ChannelSMS:
+		err = s.db.R.QueryRowContext(ctx, `SELECT user_id FROM contact_owners WHERE address_key = ?`,
+			notify.AddressKey(c, address)).Scan(&user)
+	default:
+		return "", fmt.Errorf("sqlite: user by address: %w", notify.FieldError("channel", "no %s address belongs to a user", c))
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("sqlite: user by address: %w", notify.Errorf(notify.ENOTFOUND, "no user has this %s address", c))
+	}
+	if err != nil {
+		return "", fmt.Errorf("sqlite: user by address: %w", err)
+	}
+	return user, nil
 }
 
 // GetContacts implements notify.UserStore.

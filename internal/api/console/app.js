@@ -356,10 +356,22 @@ function timeline(n, user, ds) {
 // newest first (#/recipients/<user>), each linked to its timeline for the user.
 async function recipientsPage(main, user) {
   const find = findForm("user id", u => { location.hash = "#/recipients/" + encodeURIComponent(u); });
+  // By address: the server says whose it is (the address stays out of the URL and the history).
+  const address = el("input", { id: "find-address", type: "search", size: 32, autocomplete: "off",
+    placeholder: "email, phone or push token", ariaLabel: "email, phone or push token" });
+  const byAddress = el("form", { onsubmit: async (ev) => {
+    ev.preventDefault();
+    if (!address.value.trim()) return;
+    try {
+      const r = await api("GET", "recipients?address=" + encodeURIComponent(address.value.trim()));
+      location.hash = "#/recipients/" + encodeURIComponent(r.user_id);
+    } catch (e) { status(e.message); }
+  } }, address, " ", el("button", { type: "submit" }, "Find"));
+  const finders = el("div", { class: "finders" }, find, byAddress);
   if (!user) {
     main.replaceChildren(el("h1", {}, "Recipients"),
-      el("p", { class: "muted" }, "Find a user: the notifications sent to them, newest first, and each delivery's timeline."),
-      find);
+      el("p", { class: "muted" }, "Find a user by id, or by an email, phone number or push token of theirs: the notifications sent to them, newest first, and each delivery's timeline."),
+      finders);
     return 0;
   }
   const body = el("tbody", {});
@@ -378,7 +390,7 @@ async function recipientsPage(main, user) {
   };
   more.onclick = () => fetchPage().catch(e => status(e.message));
   main.replaceChildren(el("h1", {}, "Recipient " + user),
-    find,
+    finders,
     el("p", { class: "muted" }, "Notifications sent to this one user, newest first. A notification to several users, and a campaign, are not filed under a user: find those by id."),
     scroll(el("table", {}, el("thead", {}, el("tr", {}, ["Id", "Service", "Status", "Category", "Created"].map(th))), body)),
     el("p", {}, more));

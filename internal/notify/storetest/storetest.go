@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore func(t *testing.T) notify.Store) {
 	cases = append(cases, batchCases...)
 	cases = append(cases, recordCases...)
 	cases = append(cases, historyCases...)
+	cases = append(cases, ownerCases...)
 	cases = append(cases, userCases...)
 	cases = append(cases, inboxCases...)
 	cases = append(cases, reservedCases...)

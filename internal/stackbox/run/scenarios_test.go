@@ -597,6 +597,9 @@ func (s *scenarios) operatorConsole(t *testing.T) {
 	if code, list := s.call(t, "", operator, "GET", "/console/api/notifications?user=grace", nil); code != 200 || !strings.Contains(fmt.Sprint(list), nid) {
 		t.Fatalf("grace's notifications: %d %v, want %s", code, list, nid)
 	}
+	if code, found := s.call(t, "", operator, "GET", "/console/api/recipients?address="+token, nil); code != 200 || found["user_id"] != "grace" {
+		t.Fatalf("the owner of grace's token: %d %v", code, found)
+	}
 	out := s.mustCall(t, 202, "POST", "/v1/campaigns", map[string]any{
 		"idempotency_key": "stackbox-operator-campaign", "category": "transactional", "channels": []string{"push"},
 		"content":  map[string]any{"title": "Maintenance", "body": "Tonight 02:00"},
