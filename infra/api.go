@@ -87,6 +87,28 @@ func (h *herald) addAPI() {
 		Reason: jsii.String("GET /healthz is a liveness probe for load balancers and uptime checks; it returns no data"),
 	}}, jsii.Bool(true))
 	open = append(open, *health...)
+	// One-click unsubscribe (RFC 8058): the signed token in the path is the credential, and a
+	// mailbox provider posts without any other.
+	unsubscribe := api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path:        jsii.String("/u/{token}"),
+		Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET, awsapigatewayv2.HttpMethod_POST},
+		Integration: integration, Authorizer: awsapigatewayv2.NewHttpNoneAuthorizer(),
+	})
+	for _, r := range *unsubscribe {
+		cdknag.NagSuppressions_AddResourceSuppressions(r, &[]*cdknag.NagPackSuppression{{
+			Id: jsii.String("AwsSolutions-APIG4"),
+			Reason: jsii.String("/u/{token} is marketing email's one-click unsubscribe (RFC 8058): mailbox providers post to it " +
+				"with no credentials, so the HMAC-signed token in the path is the credential; throttled as an open route"),
+		}}, jsii.Bool(true))
+	}
+	open = append(open, *unsubscribe...)
+	// The senders put the API's address in those links, unless herald.yaml names another
+	// (marketing.unsubscribe_base_url).
+	for _, name := range []string{"ingest", "send"} {
+		if f, ok := h.functions[name]; ok {
+			f.AddEnvironment(jsii.String(envPublicURL), api.ApiEndpoint(), nil)
+		}
+	}
 	h.throttleOpenRoutes(stage.Node().DefaultChild().(awsapigatewayv2.CfnStage), open)
 	h.api = api
 }

@@ -333,7 +333,7 @@ func TestAuditLogAppendOnlyByIAM(t *testing.T) {
 	})
 }
 
-// TestOpenRoutesAreThrottled: /healthz, the console's page and the stream's $connect need no
+// TestOpenRoutesAreThrottled: /healthz, the unsubscribe links, the console's page and the stream's $connect need no
 // credentials; each has its own cap.
 func TestOpenRoutesAreThrottled(t *testing.T) {
 	environments(t, func(t *testing.T, s *synthesis) {
@@ -341,7 +341,7 @@ func TestOpenRoutesAreThrottled(t *testing.T) {
 		for _, id := range s.ofType("AWS::ApiGatewayV2::Stage") {
 			p := s.props(id)
 			rs, _ := p["RouteSettings"].(map[string]any)
-			keys := []string{"GET /healthz"}
+			keys := []string{"GET /healthz", "GET /u/{token}", "POST /u/{token}"}
 			if p["StageName"] == streamStage {
 				keys = []string{"$connect"}
 			} else if s.env.Settings.API.Console {

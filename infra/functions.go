@@ -287,6 +287,9 @@ func (h *herald) addFunctions() error {
 // envConsumerMappings is internal/awsenv.EnvConsumerMappings.
 const envConsumerMappings = "HERALD_CONSUMER_MAPPINGS"
 
+// envPublicURL is internal/awsenv.EnvPublicURL: the API's endpoint, for the links senders mint.
+const envPublicURL = "HERALD_PUBLIC_URL"
+
 // envRecipientIndex is internal/awsenv.EnvRecipientIndex: "1" where stack.recipient_index is set.
 const envRecipientIndex = "HERALD_RECIPIENT_INDEX"
 

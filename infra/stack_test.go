@@ -454,6 +454,9 @@ func TestAPI(t *testing.T) {
 			"ANY /v1/users/{user}/inbox":          "JWT",
 			"ANY /v1/users/{user}/inbox/{proxy+}": "JWT",
 			"GET /healthz":                        "NONE",
+			// Marketing email's one-click unsubscribe: the signed token is the credential.
+			"GET /u/{token}":  "NONE",
+			"POST /u/{token}": "NONE",
 		}
 		if slices.Contains(s.functions, adminFunction) {
 			want["ANY /v1/admin/{proxy+}"] = "AWS_IAM" // to the admin function (TestOnlyAdminTouchesDeadLetters)

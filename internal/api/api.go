@@ -75,6 +75,9 @@ type Options struct {
 	// deployment must share it. Empty: a fixed key, which still catches damaged and foreign
 	// cursors but not deliberately forged ones.
 	CursorKey []byte
+	// UnsubscribeKey checks one-click unsubscribe tokens (notify.UnsubscribeKeyFrom of the
+	// deployment's contact key, as the senders sign them). Nil: /u/{token} answers 404 to all.
+	UnsubscribeKey []byte
 	// VAPIDPublicKey is the Web Push application server key (providers.webpush), served at GET
 	// /v1/web-push/vapid-public-key for pages to subscribe with. Empty: web push is not
 	// configured, and that route and registering a subscription answer 501.
@@ -140,6 +143,8 @@ type route struct {
 
 var routes = []route{
 	{Method: "GET", Path: "/healthz", Public: true, handle: (*server).health},
+	{Method: "GET", Path: "/u/{token}", Public: true, handle: (*server).unsubscribePage},
+	{Method: "POST", Path: "/u/{token}", Public: true, handle: (*server).unsubscribe},
 	{Method: "GET", Path: "/openapi.json", Public: true, handle: (*server).openAPI},
 
 	{Method: "POST", Path: "/v1/notifications", handle: (*server).createNotification},
@@ -217,14 +222,15 @@ var routes = []route{
 var probeMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 type server struct {
-	store   notify.Store
-	queue   notify.Producer
-	clock   notify.Clock
-	keys    []apiKey
-	maxBody int64
-	log     *slog.Logger
-	logAll  bool
-	mux     *http.ServeMux
+	unsubscribeKey []byte
+	store          notify.Store
+	queue          notify.Producer
+	clock          notify.Clock
+	keys           []apiKey
+	maxBody        int64
+	log            *slog.Logger
+	logAll         bool
+	mux            *http.ServeMux
 
 	authenticateFunc func(r *http.Request) (Principal, error)
 	admin            notify.Queue
@@ -282,6 +288,7 @@ func New(o Options) http.Handler {
 		maxUpload:        o.MaxUploadBytes,
 		apps:             o.Apps,
 		cursorKey:        o.CursorKey,
+		unsubscribeKey:   o.UnsubscribeKey,
 		auditLog:         o.Audit,
 		requestID:        o.RequestID,
 		vapidPublicKey:   o.VAPIDPublicKey,

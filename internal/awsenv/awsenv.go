@@ -8,6 +8,7 @@
 package awsenv
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -84,6 +85,9 @@ type Env struct {
 	// CursorKey signs the API's paging cursors; derived from the contact encryption key, so every
 	// API instance agrees.
 	CursorKey []byte
+	// UnsubscribeKey signs and checks one-click unsubscribe links (notify.UnsubscribeKeyFrom of
+	// the contact encryption key).
+	UnsubscribeKey []byte
 
 	queuePrefix string
 }
@@ -142,6 +146,7 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 		return nil, err
 	}
 	e.CursorKey = api.CursorKeyFrom(contactsKey)
+	e.UnsubscribeKey = notify.UnsubscribeKeyFrom(contactsKey)
 	e.DB = dynamo.New(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }, e.Writes.Option)
 	if e.Store, err = ddb.New(e.DB, ddb.TablesWithPrefix(tablePrefix), cipher, notify.SystemClock{}); err != nil {
 		return nil, err
@@ -200,7 +205,7 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 		pipeline.Config{
 			MaxAttempts: cfg.Retry.MaxAttempts, RetryBase: cfg.Retry.Base.D(), RetryMax: cfg.Retry.Max.D(), ProviderRetry: cfg.ProviderRetries(),
 			SendLease: cfg.Lanes["realtime"].Send.VisibilityTimeout.D(), InboxTTL: cfg.Inbox.TTL.D(),
-			QuietHours: cfg.QuietHoursPolicy(), AdPrefix: cfg.Marketing.AdPrefix,
+			QuietHours: cfg.QuietHoursPolicy(), AdPrefix: cfg.Marketing.AdPrefix, Unsubscribe: e.unsubscribeURL(),
 			AlimTalkFallback: cfg.Providers.AlimTalk.FallbackSMS(), ExpressMaxRecipients: cfg.ExpressMaxRecipients(),
 			VerdictCheck:    cfg.Providers.AlimTalk.VerdictCheck.D(),
 			VerdictDeadline: cfg.Providers.AlimTalk.VerdictDeadline.D(),
@@ -297,4 +302,18 @@ func apiKeys(ctx context.Context, sm *secretsmanager.Client, cfg *config.Config)
 		}
 	}
 	return keys, nil
+}
+
+// unsubscribeURL builds marketing email's one-click unsubscribe links, under
+// marketing.unsubscribe_base_url or else the API's endpoint (EnvPublicURL, which the stack gives
+// the functions that send); nil, and no links, where neither is known.
+func (e *Env) unsubscribeURL() func(notify.Unsubscribe) string {
+	base := strings.TrimRight(cmp.Or(e.Config.Marketing.UnsubscribeBaseURL, os.Getenv(EnvPublicURL)), "/")
+	if base == "" {
+		return nil
+	}
+	key := e.UnsubscribeKey
+	return func(u notify.Unsubscribe) string {
+		return base + notify.UnsubscribePath(notify.UnsubscribeToken(key, u))
+	}
 }

@@ -17,6 +17,10 @@ import (
 // consumes each queue: {"ingest-orders": "<uuid>", …}, written by the stack.
 const EnvConsumerMappings = "HERALD_CONSUMER_MAPPINGS"
 
+// EnvPublicURL is the API's endpoint, which the stack gives the functions that send: the base of
+// marketing email's one-click unsubscribe links unless marketing.unsubscribe_base_url names one.
+const EnvPublicURL = "HERALD_PUBLIC_URL"
+
 // EnvRecipientIndex is "1" where the deployment keeps the recipient index (stack.recipient_index):
 // every function's store then files a notification sent to one user under that user, and the
 // admin function lists a user's notifications (ddb.Store.KeepRecipientIndex).

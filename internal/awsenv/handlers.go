@@ -92,7 +92,7 @@ var _ api.CampaignRearmer = (*campaign.Control)(nil)
 // /v1/campaigns (nil: 501, as without a campaign state machine).
 func (e *Env) APIHandler(campaigns api.Campaigns) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	h := api.New(api.Options{Store: e.Store, Queue: e.Queue, Keys: e.Keys, Logger: e.Log, LogFailuresOnly: true, Authenticate: gatewayAuth(e.Config),
-		Campaigns: campaigns, Scheduler: e.Scheduler, Apps: e.Config.ProviderApps(), CursorKey: e.CursorKey,
+		Campaigns: campaigns, Scheduler: e.Scheduler, Apps: e.Config.ProviderApps(), CursorKey: e.CursorKey, UnsubscribeKey: e.UnsubscribeKey,
 		VAPIDPublicKey: e.Config.Providers.WebPush.VAPIDPublicKey, Routes: api.ServiceRoutes, Audit: e.Store, RequestID: gatewayRequestID,
 		InboxEvents: e.InboxEvents})
 	return gatewayHandler(h)

@@ -345,6 +345,10 @@ type QuietHours struct {
 // Marketing configures advertising messages.
 type Marketing struct {
 	AdPrefix bool `yaml:"ad_prefix"` // start marketing push and SMS titles with "(광고)" (Korean 정보통신망법 §50)
+	// UnsubscribeBaseURL is where recipients reach Herald's API (a custom domain, say): marketing
+	// email's one-click unsubscribe links are <it>/u/<token>. Default: locally the API's own
+	// address, in AWS the API's endpoint.
+	UnsubscribeBaseURL string `yaml:"unsubscribe_base_url"`
 }
 
 // Inbox configures inbox items.
@@ -662,6 +666,9 @@ func (c *Config) Validate() error {
 		if s.ConsoleURL != "" && (!notify.IsHTTPURL(s.ConsoleURL) || strings.ContainsAny(s.ConsoleURL, "?#")) {
 			bad("alerts.slack.console_url", "%q is not an http(s) base URL", s.ConsoleURL)
 		}
+	}
+	if u := c.Marketing.UnsubscribeBaseURL; u != "" && (!notify.IsHTTPURL(u) || strings.ContainsAny(u, "?#")) {
+		bad("marketing.unsubscribe_base_url", "%q is not an http(s) base URL", u)
 	}
 	if !c.Sandbox {
 		if c.Providers.SES.From == "" {

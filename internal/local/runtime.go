@@ -244,6 +244,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		InboxTTL:      o.Config.Inbox.TTL.D(),
 		QuietHours:    o.Config.QuietHoursPolicy(),
 		AdPrefix:      o.Config.Marketing.AdPrefix,
+		Unsubscribe:   r.unsubscribeURL(o.Config),
 		// The one line the AlimTalk channel adds: its SMS/LMS fallback default.
 		AlimTalkFallback: o.Config.Providers.AlimTalk.FallbackSMS(), ExpressMaxRecipients: o.Config.ExpressMaxRecipients(),
 		VerdictCheck:    o.Config.Providers.AlimTalk.VerdictCheck.D(),
@@ -293,6 +294,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		Store: r.Store, Queue: producer, Clock: o.Clock, Keys: o.Config.Keys(), Logger: o.Logger, Extra: extra,
 		Admin: r.Queue, Queues: append(o.Config.QueueNames(), notify.QueueExport), AdminServices: o.Config.AdminServices(), Consumers: r,
 		Scheduler: r.Scheduler, Apps: o.Config.ProviderApps(), CursorKey: api.CursorKeyFrom(o.Config.Contacts.EncryptionKey),
+		UnsubscribeKey: notify.UnsubscribeKeyFrom(o.Config.Contacts.EncryptionKey),
 		Audit:          r.Store,
 		Exports:        r.Store,
 		ExportFiles:    exportDir,
@@ -514,4 +516,14 @@ func ingestedID(service string, m notify.Message) string {
 	}
 	_ = json.Unmarshal(m.Body, &req) // no key read: the message's id derives it, as in ingest
 	return pipeline.IngestedID(service, m, req.IdempotencyKey)
+}
+
+// unsubscribeURL builds marketing email's one-click unsubscribe links: under
+// marketing.unsubscribe_base_url, else the API's own address (known once it listens, before any
+// worker sends).
+func (r *Runtime) unsubscribeURL(cfg *config.Config) func(notify.Unsubscribe) string {
+	key := notify.UnsubscribeKeyFrom(cfg.Contacts.EncryptionKey)
+	return func(u notify.Unsubscribe) string {
+		return strings.TrimRight(cmp.Or(cfg.Marketing.UnsubscribeBaseURL, r.URL), "/") + notify.UnsubscribePath(notify.UnsubscribeToken(key, u))
+	}
 }

@@ -50,6 +50,9 @@ const (
 	AuditUserContactsPut    AuditAction = "user.contacts.put"
 	AuditUserPreferencesPut AuditAction = "user.preferences.put"
 	AuditUserInboxDelete    AuditAction = "user.inbox.delete"
+	// AuditUserUnsubscribe is a recipient's one-click unsubscribe (RFC 8058), by the link a
+	// marketing email carried: the actor is the user the link names.
+	AuditUserUnsubscribe AuditAction = "user.unsubscribe"
 )
 
 // Bounds of an entry's fields.
@@ -67,6 +70,7 @@ var AuditActions = []AuditAction{
 	AuditCampaignCancel, AuditCampaignPause, AuditCampaignResume, AuditCampaignReschedule,
 	AuditAudienceListUpload, AuditSchedulesRearm, AuditExportCreate, AuditExportDownload, AuditExportCancel,
 	AuditUserDeviceDelete, AuditUserWebPushDelete, AuditUserContactsPut, AuditUserPreferencesPut, AuditUserInboxDelete,
+	AuditUserUnsubscribe,
 }
 
 // Known reports whether a is one of AuditActions.

@@ -396,6 +396,9 @@ type OutboundMessage struct {
 	// delivery up first (AlimTalk), from Since, when the notification was made.
 	Attempt int
 	Since   time.Time
+	// Unsubscribe is the one-click unsubscribe URL of a marketing email to a known user (RFC 8058:
+	// the sender puts it in List-Unsubscribe with List-Unsubscribe-Post); "" for every other message.
+	Unsubscribe string
 }
 
 // SendResult is a provider's answer for one OutboundMessage.

@@ -31,7 +31,10 @@ type Config struct {
 	// own; the zero value (Enabled false) holds nothing.
 	QuietHours notify.QuietHours
 	// AdPrefix starts marketing push and SMS titles with "(광고)".
-	AdPrefix         bool
+	AdPrefix bool
+	// Unsubscribe is the one-click unsubscribe URL of what it names (a user's marketing email),
+	// which a marketing email to a known user carries (RFC 8058); nil sends none.
+	Unsubscribe      func(notify.Unsubscribe) string
 	MaxSendBatchSize map[notify.Provider]int
 	// AlimTalkFallback sends the text of an AlimTalk that KakaoTalk cannot deliver as SMS/LMS,
 	// unless the send says otherwise (see fallBack).

@@ -43,6 +43,7 @@ type sesSendEmailRequest struct {
 				Text *sesContent
 				Html *sesContent
 			}
+			Headers []struct{ Name, Value string }
 		}
 		Raw      json.RawMessage
 		Template json.RawMessage
@@ -94,6 +95,17 @@ func (s *Server) handleSESSendEmail(w http.ResponseWriter, req *http.Request) {
 		sesError(w, http.StatusBadRequest, "BadRequestException", "Simple content needs a Subject and a Text or Html body")
 		return
 	}
+	headers := map[string]string{}
+	for _, h := range simple.Headers {
+		headers[h.Name] = h.Value
+	}
+	// RFC 8058: a one-click POST needs an https URI in List-Unsubscribe to post to.
+	if post, ok := headers["List-Unsubscribe-Post"]; ok {
+		if post != "List-Unsubscribe=One-Click" || !strings.Contains(headers["List-Unsubscribe"], "<https://") && !strings.Contains(headers["List-Unsubscribe"], "<http://") {
+			sesError(w, http.StatusBadRequest, "BadRequestException", "List-Unsubscribe-Post needs the value List-Unsubscribe=One-Click and an http(s) URI in List-Unsubscribe")
+			return
+		}
+	}
 	addrs := make([]string, len(recipients))
 	for i, r := range recipients {
 		a, err := mail.ParseAddress(r)
@@ -132,6 +144,9 @@ func (s *Server) handleSESSendEmail(w http.ResponseWriter, req *http.Request) {
 		data["html"] = html
 	}
 	tags := map[string][]string{}
+	for name, v := range headers {
+		data["header:"+name] = v
+	}
 	for _, t := range in.EmailTags {
 		data["tag:"+t.Name] = t.Value
 		tags[t.Name] = []string{t.Value}

@@ -22,10 +22,10 @@ const maxTagLen = 256
 // charset is always given: SES assumes 7-bit ASCII otherwise, and Herald sends Korean.
 const charset = "UTF-8"
 
-// toSendEmailInput builds the SendEmail call for m: a Simple message (SES assembles the MIME,
-// no custom headers) with Title as the subject, Body (and Link under it) as the text part, HTML
-// as the HTML part when given, the configuration set, and tags naming the notification and
-// delivery.
+// toSendEmailInput builds the SendEmail call for m: a Simple message (SES assembles the MIME)
+// with Title as the subject, Body (and Link under it) as the text part, HTML as the HTML part
+// when given, the one-click unsubscribe headers of a marketing email, the configuration set,
+// and tags naming the notification and delivery.
 func toSendEmailInput(m notify.OutboundMessage, cfg Config) *sesv2.SendEmailInput {
 	body := &types.Body{}
 	if text := emailText(m.Content); text != "" {
@@ -44,6 +44,15 @@ func toSendEmailInput(m notify.OutboundMessage, cfg Config) *sesv2.SendEmailInpu
 	}
 	if cfg.ConfigurationSet != "" {
 		in.ConfigurationSetName = aws.String(cfg.ConfigurationSet)
+	}
+	if m.Unsubscribe != "" {
+		// RFC 8058 one-click: the mailbox provider POSTs "List-Unsubscribe=One-Click" to the
+		// https URL itself, so the recipient needs no second step (Gmail and Yahoo require it of
+		// bulk marketing mail since 2024). SES signs both headers with DKIM.
+		in.Content.Simple.Headers = []types.MessageHeader{
+			{Name: aws.String("List-Unsubscribe"), Value: aws.String("<" + m.Unsubscribe + ">")},
+			{Name: aws.String("List-Unsubscribe-Post"), Value: aws.String("List-Unsubscribe=One-Click")},
+		}
 	}
 	for _, t := range [][2]string{{TagNotificationID, m.NotificationID}, {TagDeliveryID, m.DeliveryID}} {
 		if t[1] != "" {

@@ -136,3 +136,26 @@ func checkContent(t *testing.T, what string, c *types.Content, want string) {
 		t.Errorf("%s = %+v, want %q in UTF-8", what, c, want)
 	}
 }
+
+// A marketing email to a known user carries RFC 8058's two headers, exactly as the RFC's example
+// writes them; any other email carries none.
+func TestOneClickUnsubscribeHeaders(t *testing.T) {
+	t.Parallel()
+	m := notify.OutboundMessage{DeliveryID: "d_1", NotificationID: "n_1", Channel: notify.ChannelEmail, Address: "jun@example.com",
+		Content: notify.Content{Title: "Sale", Body: "50% off"}}
+	if h := toSendEmailInput(m, Config{From: "no-reply@example.com"}).Content.Simple.Headers; len(h) != 0 {
+		t.Fatalf("an email without an unsubscribe link has headers %v", h)
+	}
+	m.Unsubscribe = "https://herald.example.com/u/v1.anVu.email.marketing.abc"
+	got := map[string]string{}
+	for _, h := range toSendEmailInput(m, Config{From: "no-reply@example.com"}).Content.Simple.Headers {
+		got[aws.ToString(h.Name)] = aws.ToString(h.Value)
+	}
+	want := map[string]string{
+		"List-Unsubscribe":      "<https://herald.example.com/u/v1.anVu.email.marketing.abc>",
+		"List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+	}
+	if len(got) != len(want) || got["List-Unsubscribe"] != want["List-Unsubscribe"] || got["List-Unsubscribe-Post"] != want["List-Unsubscribe-Post"] {
+		t.Fatalf("headers %v, want %v", got, want)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -401,6 +402,36 @@ func (s *scenarios) bounce(t *testing.T) {
 		}
 		return strings.Contains(fmt.Sprint(v), notify.ReasonSuppressed), fmt.Sprint(v)
 	})
+}
+
+// unsubscribe: a marketing email carries RFC 8058's one-click link to the API; a POST to it
+// through API Gateway's public route, with no credentials, opts the user out (the api function
+// writing the preference and the audit entry under its IAM), and the next marketing email to
+// them is skipped as opted_out.
+func (s *scenarios) unsubscribe(t *testing.T) {
+	s.mustCall(t, 200, "PUT", "/v1/users/una/contacts", map[string]any{"email": "una@example.com"})
+	s.mustCall(t, 200, "PUT", "/v1/users/una/preferences", map[string]any{"marketing_consent": true, "night_consent": true})
+	sale := func(key string) string {
+		req := sendRequest(key, "una", "email")
+		req["category"] = "marketing"
+		return s.idOf(t, req)
+	}
+	s.waitStatus(t, sale("stackbox-sale-1"), "SENT", 30*time.Second)
+	got := s.box.Sandbox.Recorder.List("ses", "una@example.com")
+	if len(got) != 1 || got[0].Data["header:List-Unsubscribe-Post"] != "List-Unsubscribe=One-Click" {
+		t.Fatalf("the marketing email: %+v", got)
+	}
+	link, err := url.Parse(strings.Trim(got[0].Data["header:List-Unsubscribe"], "<>"))
+	if err != nil || link.Scheme != "https" || !strings.HasPrefix(link.Path, "/u/") {
+		t.Fatalf("List-Unsubscribe %q: want the API's https endpoint", got[0].Data["header:List-Unsubscribe"])
+	}
+	if code, out := s.call(t, "", "", "POST", link.Path, nil); code != 200 {
+		t.Fatalf("the one-click POST: %d %v", code, out)
+	}
+	v := s.waitStatus(t, sale("stackbox-sale-2"), "SKIPPED", 30*time.Second)
+	if !strings.Contains(fmt.Sprint(v["skipped_by_reason"]), notify.ReasonOptedOut) {
+		t.Fatalf("the next marketing email: %v, want skipped opted_out", v)
+	}
 }
 
 // poison: a body that is no SendRequest goes to the ingest queue's DLQ at once, with its
