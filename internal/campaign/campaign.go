@@ -374,7 +374,7 @@ func (s *Steps) DispatchBatches(ctx context.Context, c *notify.Campaign) (wait t
 	var delay func(int) time.Duration
 	if c.MaxRate > 0 {
 		per := time.Duration(float64(s.chunk) / float64(c.MaxRate) * float64(time.Second))
-		delay = func(k int) time.Duration { return min(time.Duration(k)*per, 15*time.Minute) }
+		delay = func(k int) time.Duration { return min(time.Duration(k)*per, notify.MaxQueueDelay) }
 		wait = time.Duration(to-from) * per
 	}
 	if err := s.d.Dispatcher.EnqueuePrepare(ctx, n, from, to, delay); err != nil {

@@ -571,7 +571,7 @@ func (c *Config) Validate() error {
 			bad(key+".delays", "required when max_retries is above 0 (e.g. [1m, 5m, 15m])")
 		}
 		for i, d := range pr.Delays {
-			if d.D() < time.Second || d.D() > 15*time.Minute {
+			if d.D() < time.Second || d.D() > notify.MaxQueueDelay {
 				bad(fmt.Sprintf("%s.delays[%d]", key, i), "%s is outside 1s–15m (SQS delays a message 15 minutes at most)", d.D())
 			}
 		}
@@ -579,7 +579,7 @@ func (c *Config) Validate() error {
 	if c.Retry.MaxAttempts < 1 || c.Retry.MaxAttempts > 50 {
 		bad("retry.max_attempts", "%d is outside 1–50", c.Retry.MaxAttempts)
 	}
-	if c.Retry.Base.D() <= 0 || c.Retry.Max.D() < c.Retry.Base.D() || c.Retry.Max.D() > 15*time.Minute {
+	if c.Retry.Base.D() <= 0 || c.Retry.Max.D() < c.Retry.Base.D() || c.Retry.Max.D() > notify.MaxQueueDelay {
 		bad("retry", "need 0 < base ≤ max ≤ 15m (SQS's longest delay)")
 	}
 	if !clockRe.MatchString(c.QuietHours.Start) {
@@ -640,7 +640,7 @@ func (c *Config) Validate() error {
 		if a.RatePerSecond < 0 {
 			bad("providers.alimtalk.rate_per_second", "must not be negative (0 is unlimited)")
 		}
-		if a.VerdictCheck < 0 || a.VerdictCheck.D() > 15*time.Minute {
+		if a.VerdictCheck < 0 || a.VerdictCheck.D() > notify.MaxQueueDelay {
 			bad("providers.alimtalk.verdict_check", "must be from 0 (the default, 30s) to 15m, the longest SQS delay")
 		}
 		if a.VerdictDeadline < 0 || (a.VerdictDeadline > 0 && a.VerdictDeadline < a.VerdictCheck) {

@@ -305,6 +305,11 @@ type Producer interface {
 	Send(ctx context.Context, queue string, msgs ...OutMessage) error
 }
 
+// MaxQueueDelay is the longest a message may be delayed on a queue: SQS's DelaySeconds cap (900
+// seconds), which the local queue keeps too. A longer wait (a night of quiet hours, a verdict
+// check's backoff) is several hops, each at most this.
+const MaxQueueDelay = 15 * time.Minute
+
 // Queue is a durable queue with SQS semantics: at-least-once, visibility timeout, receive
 // count, per-message delay, and a dead-letter queue after MaxReceiveCount receives. Adapters pass
 // internal/notify/queuetest.

@@ -63,8 +63,8 @@ func (c Config) withDefaults() Config {
 	if c.RetryMax <= 0 {
 		c.RetryMax = 5 * time.Minute
 	}
-	if c.RetryMax > 15*time.Minute {
-		c.RetryMax = 15 * time.Minute
+	if c.RetryMax > notify.MaxQueueDelay {
+		c.RetryMax = notify.MaxQueueDelay
 	}
 	if c.SendLease <= 0 {
 		c.SendLease = 60 * time.Second
@@ -78,7 +78,7 @@ func (c Config) withDefaults() Config {
 	if c.VerdictCheck <= 0 {
 		c.VerdictCheck = DefaultVerdictCheck
 	}
-	c.VerdictCheck = min(c.VerdictCheck, 15*time.Minute)
+	c.VerdictCheck = min(c.VerdictCheck, notify.MaxQueueDelay)
 	if c.VerdictDeadline <= 0 {
 		c.VerdictDeadline = DefaultVerdictDeadline
 	}

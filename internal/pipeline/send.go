@@ -67,7 +67,7 @@ func (p *Pipeline) sendOne(ctx context.Context, m notify.Message) error {
 			if at, ok := n.ExpiresAt(); ok {
 				wait = min(wait, max(at.Sub(now), time.Second))
 			}
-			if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, min(wait, 15*time.Minute), sm); err != nil {
+			if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, min(wait, notify.MaxQueueDelay), sm); err != nil {
 				return fmt.Errorf("send %s: hold for quiet hours: %w", n.ID, err)
 			}
 			p.log.DebugContext(ctx, "batch held for quiet hours", "notification_id", n.ID, "until", sm.HoldUntil, "items", len(sm.Items))
@@ -493,7 +493,7 @@ func (p *Pipeline) claimBatch(ctx context.Context, what string, n *notify.Notifi
 		return false, p.recordLater(ctx, n)
 	case notify.BatchBusy:
 		// Back when the holder's lease ends: a worker that died holding it kept it no longer.
-		if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, c.BusyFor(now, min(p.cfg.SendLease, 15*time.Minute)), msg); err != nil {
+		if err := p.send(ctx, notify.LaneQueue(notify.StageSend, lane(n)), n.Service, c.BusyFor(now, min(p.cfg.SendLease, notify.MaxQueueDelay)), msg); err != nil {
 			return false, fmt.Errorf("%s %s batch %s: re-enqueue busy: %w", what, n.ID, batchID, err)
 		}
 		return false, nil

@@ -81,10 +81,10 @@ func isVerdictCheck(body []byte) bool {
 // 15 minutes (SQS's longest delay), and never past the deadline.
 func (p *Pipeline) verdictDelay(check int, sentAt time.Time) time.Duration {
 	d := p.cfg.VerdictCheck
-	for i := 1; i < check && d < 15*time.Minute; i++ {
+	for i := 1; i < check && d < notify.MaxQueueDelay; i++ {
 		d *= 2
 	}
-	d = min(d, 15*time.Minute)
+	d = min(d, notify.MaxQueueDelay)
 	if left := sentAt.Add(p.cfg.VerdictDeadline).Sub(p.clock.Now()); left < d {
 		d = max(left, time.Second)
 	}
@@ -107,7 +107,7 @@ func (p *Pipeline) awaitVerdicts(ctx context.Context, n *notify.Notification, sm
 	delay := p.verdictDelay(check, sentAt)
 	// The lease outlasts the last check, so no duplicate of the send can claim and send again
 	// meanwhile; the check completes it whatever the lease.
-	lease := sentAt.Add(p.cfg.VerdictDeadline + 15*time.Minute)
+	lease := sentAt.Add(p.cfg.VerdictDeadline + notify.MaxQueueDelay)
 	for i := range o.updates {
 		if u := &o.updates[i]; pending[u.ID] {
 			u.Status, u.LeaseUntil = notify.DeliverySending, lease

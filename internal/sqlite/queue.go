@@ -42,7 +42,7 @@ var _ notify.Queue = (*Queue)(nil)
 const (
 	queueMaxBody           = 1 << 20 // 1 MiB
 	queueMaxReceive        = 10
-	queueMaxDelay          = 15 * time.Minute
+	queueMaxDelay          = notify.MaxQueueDelay
 	queueMaxVisibility     = 12 * time.Hour
 	queueDefaultVisibility = 30 * time.Second
 	// queueFallbackPoll bounds how long a waiting Receive trusts in-process signals alone: it

@@ -27,7 +27,7 @@ const (
 	maxMessageSize = 1 << 20 // body plus attributes; also a whole batch
 	maxBatch       = 10
 	maxAttributes  = 10
-	maxDelay       = 900 // seconds
+	maxDelay       = int(notify.MaxQueueDelay / time.Second) // seconds
 	maxVisibility  = 12 * time.Hour
 	maxWaitPerCall = 20 // seconds of long polling SQS allows per ReceiveMessage
 	// peekHold is how long Peek hides what it receives before releasing it again; the SDK

@@ -34,7 +34,7 @@ const (
 	MaxMessageSize    = 1 << 20 // body plus attributes, and all entries of a batch together
 	maxBatch          = 10
 	maxVisibility     = 43200 // seconds
-	maxDelay          = 900
+	maxDelay          = 900   // SQS's own cap, seconds (notify.MaxQueueDelay is Herald's reading of it)
 	maxWait           = 20
 	defaultVisibility = 30
 	maxAttributes     = 10
