@@ -206,6 +206,7 @@ func Load(ctx context.Context, o Options) (*Env, error) {
 			MaxAttempts: cfg.Retry.MaxAttempts, RetryBase: cfg.Retry.Base.D(), RetryMax: cfg.Retry.Max.D(), ProviderRetry: cfg.ProviderRetries(),
 			SendLease: cfg.Lanes["realtime"].Send.VisibilityTimeout.D(), InboxTTL: cfg.Inbox.TTL.D(),
 			QuietHours: cfg.QuietHoursPolicy(), AdPrefix: cfg.Marketing.AdPrefix, Unsubscribe: e.unsubscribeURL(),
+			OptOutSMS:        cfg.Marketing.OptOutSMS,
 			AlimTalkFallback: cfg.Providers.AlimTalk.FallbackSMS(), ExpressMaxRecipients: cfg.ExpressMaxRecipients(),
 			VerdictCheck:    cfg.Providers.AlimTalk.VerdictCheck.D(),
 			VerdictDeadline: cfg.Providers.AlimTalk.VerdictDeadline.D(),

@@ -349,6 +349,10 @@ type Marketing struct {
 	// email's one-click unsubscribe links are <it>/u/<token>. Default: locally the API's own
 	// address, in AWS the API's endpoint.
 	UnsubscribeBaseURL string `yaml:"unsubscribe_base_url"`
+	// OptOutSMS is the free refusal line every marketing SMS (and an AlimTalk's SMS fallback of a
+	// marketing message) ends with, e.g. "무료수신거부 080-123-4567" (Korean 정보통신망법 §50).
+	// Required with ad_prefix wherever SMS can be sent.
+	OptOutSMS string `yaml:"opt_out_sms"`
 }
 
 // Inbox configures inbox items.
@@ -666,6 +670,12 @@ func (c *Config) Validate() error {
 		if s.ConsoleURL != "" && (!notify.IsHTTPURL(s.ConsoleURL) || strings.ContainsAny(s.ConsoleURL, "?#")) {
 			bad("alerts.slack.console_url", "%q is not an http(s) base URL", s.ConsoleURL)
 		}
+	}
+	if c.Marketing.AdPrefix && c.Marketing.OptOutSMS == "" && (c.Providers.Twilio.AccountSID != "" || c.Sandbox) {
+		bad("marketing.opt_out_sms", "required with ad_prefix where SMS can be sent: the free refusal line every marketing SMS ends with (e.g. \"무료수신거부 080-123-4567\")")
+	}
+	if len(c.Marketing.OptOutSMS) > 200 || strings.ContainsAny(c.Marketing.OptOutSMS, "\r\n") {
+		bad("marketing.opt_out_sms", "must be one line of at most 200 bytes")
 	}
 	if u := c.Marketing.UnsubscribeBaseURL; u != "" && (!notify.IsHTTPURL(u) || strings.ContainsAny(u, "?#")) {
 		bad("marketing.unsubscribe_base_url", "%q is not an http(s) base URL", u)

@@ -292,3 +292,31 @@ func TestProviderRetries(t *testing.T) {
 		}
 	}
 }
+
+// Marketing SMS: with ad_prefix (Korea's advertising rules) wherever SMS can be sent, the free
+// refusal line is required, one line; the unsubscribe base URL is an http(s) base.
+func TestMarketingOptOutAndUnsubscribe(t *testing.T) {
+	t.Parallel()
+	base := "env: dev\nsandbox: true\nservices: [{name: orders, api_keys: [orders-key-123]}]\n" +
+		"contacts: {encryption_key: aGVyYWxkLWRldi1vbmx5LW5vdC1hLXNlY3JldC1rZXk=}\n"
+	c, err := Parse([]byte(base + "marketing: {ad_prefix: true, opt_out_sms: '무료수신거부 080-123-4567', unsubscribe_base_url: 'https://notify.example.com'}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Marketing.OptOutSMS != "무료수신거부 080-123-4567" || c.Marketing.UnsubscribeBaseURL != "https://notify.example.com" {
+		t.Fatalf("marketing = %+v", c.Marketing)
+	}
+	if _, err := Parse([]byte(base + "marketing: {ad_prefix: false}\n")); err != nil {
+		t.Fatalf("no ad_prefix, no refusal line: %v", err)
+	}
+	for yaml, want := range map[string]string{
+		"marketing: {ad_prefix: true}":                                         "marketing.opt_out_sms",
+		"marketing: {ad_prefix: true, opt_out_sms: \"a\\nb\"}":                 "marketing.opt_out_sms",
+		"marketing: {unsubscribe_base_url: 'ftp://x'}":                         "marketing.unsubscribe_base_url",
+		"marketing: {unsubscribe_base_url: 'https://notify.example.com/?x=1'}": "marketing.unsubscribe_base_url",
+	} {
+		if _, err := Parse([]byte(base + yaml + "\n")); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one naming %q", yaml, err, want)
+		}
+	}
+}

@@ -29,6 +29,7 @@ func TestMarketingWaitsForQuietHoursToEnd(t *testing.T) {
 	clock := &settableClock{now: time.Date(2026, 12, 1, 22, 0, 0, 0, seoul)}
 	cfg := config.Dev()
 	cfg.Marketing.AdPrefix = true
+	cfg.Marketing.OptOutSMS = "무료수신거부 080-000-0000"
 	e := startWithClock(t, cfg, clock)
 	rt := e.rt
 	for _, u := range []struct {

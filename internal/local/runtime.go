@@ -245,6 +245,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		QuietHours:    o.Config.QuietHoursPolicy(),
 		AdPrefix:      o.Config.Marketing.AdPrefix,
 		Unsubscribe:   r.unsubscribeURL(o.Config),
+		OptOutSMS:     o.Config.Marketing.OptOutSMS,
 		// The one line the AlimTalk channel adds: its SMS/LMS fallback default.
 		AlimTalkFallback: o.Config.Providers.AlimTalk.FallbackSMS(), ExpressMaxRecipients: o.Config.ExpressMaxRecipients(),
 		VerdictCheck:    o.Config.Providers.AlimTalk.VerdictCheck.D(),

@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"herald/internal/config"
 	"herald/internal/notify"
 )
 
@@ -90,4 +92,31 @@ func postOneClick(t *testing.T, url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// A marketing SMS ends with the configured free refusal line after its "(광고)" title; a
+// transactional one carries neither.
+func TestMarketingSMSEndsWithTheRefusalLine(t *testing.T) {
+	t.Parallel()
+	seoul, _ := time.LoadLocation("Asia/Seoul")
+	cfg := config.Dev()
+	cfg.Marketing.AdPrefix = true
+	cfg.Marketing.OptOutSMS = "무료수신거부 080-123-4567"
+	e := startWithClock(t, cfg, &settableClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, seoul)})
+	e.mustDo("PUT", "/v1/users/sam/contacts", map[string]any{"phone": "+821055501234"}, 200)
+	e.mustDo("PUT", "/v1/users/sam/preferences", map[string]any{"marketing_consent": true}, 200)
+	e.waitFinal(e.send(notify.SendRequest{IdempotencyKey: "sms-sale", Category: notify.CategoryMarketing, Channels: []notify.Channel{"sms"},
+		Content: notify.Content{Title: "봄 세일", Body: "50% 할인"}, Recipients: []notify.Recipient{{UserID: "sam"}}}))
+	e.waitFinal(e.send(notify.SendRequest{IdempotencyKey: "sms-code", Channels: []notify.Channel{"sms"},
+		Content: notify.Content{Body: "인증번호 123456"}, Recipients: []notify.Recipient{{UserID: "sam"}}}))
+	got := e.rt.Sandbox.Recorder.List("twilio", "+821055501234")
+	if len(got) != 2 {
+		t.Fatalf("the sandbox's Twilio received %d messages, want 2", len(got))
+	}
+	if got[0].Body != "(광고) 봄 세일\n50% 할인\n무료수신거부 080-123-4567" {
+		t.Errorf("the marketing SMS = %q", got[0].Body)
+	}
+	if strings.Contains(got[1].Body, "무료수신거부") || strings.Contains(got[1].Body, "(광고)") {
+		t.Errorf("the transactional SMS = %q", got[1].Body)
+	}
 }

@@ -404,6 +404,9 @@ type OutboundMessage struct {
 	// Unsubscribe is the one-click unsubscribe URL of a marketing email to a known user (RFC 8058:
 	// the sender puts it in List-Unsubscribe with List-Unsubscribe-Post); "" for every other message.
 	Unsubscribe string
+	// OptOutLine is the free refusal line a marketing SMS ends with (marketing.opt_out_sms, e.g.
+	// "무료수신거부 080-…", Korean 정보통신망법 §50); the sender keeps it whole. "" for every other message.
+	OptOutLine string
 }
 
 // SendResult is a provider's answer for one OutboundMessage.

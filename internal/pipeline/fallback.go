@@ -54,7 +54,11 @@ func (p *Pipeline) fallBack(ctx context.Context, n *notify.Notification, sm send
 			u.Detail += "; no fallback: no SMS sender is configured"
 			continue
 		}
-		kind := notify.TextKind(fallbackContent(n, it.Locale).Body)
+		text := fallbackContent(n, it.Locale).Body
+		if n.Category == notify.CategoryMarketing && p.cfg.OptOutSMS != "" {
+			text += "\n" + p.cfg.OptOutSMS // the refusal line the SMS ends with counts toward its kind
+		}
+		kind := notify.TextKind(text)
 		if kind == "" {
 			u.Detail += fmt.Sprintf("; no fallback: the text is over %d EUC-KR bytes, more than an LMS takes", notify.LMSMaxBytes)
 			continue

@@ -34,7 +34,10 @@ type Config struct {
 	AdPrefix bool
 	// Unsubscribe is the one-click unsubscribe URL of what it names (a user's marketing email),
 	// which a marketing email to a known user carries (RFC 8058); nil sends none.
-	Unsubscribe      func(notify.Unsubscribe) string
+	Unsubscribe func(notify.Unsubscribe) string
+	// OptOutSMS is the free refusal line a marketing SMS ends with (an AlimTalk's SMS fallback of
+	// a marketing message too); "" adds none.
+	OptOutSMS        string
 	MaxSendBatchSize map[notify.Provider]int
 	// AlimTalkFallback sends the text of an AlimTalk that KakaoTalk cannot deliver as SMS/LMS,
 	// unless the send says otherwise (see fallBack).

@@ -297,6 +297,9 @@ func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendM
 			Content: content, CollapseID: n.EffectiveCollapseID(),
 			Priority: n.Priority, TTL: ttl, Attempt: attempt(it.DeliveryID), Since: n.CreatedAt,
 		}
+		if n.Category == notify.CategoryMarketing && out[i].Channel == notify.ChannelSMS {
+			out[i].OptOutLine = p.cfg.OptOutSMS
+		}
 		if p.cfg.Unsubscribe != nil && n.Category == notify.CategoryMarketing && out[i].Channel == notify.ChannelEmail && it.UserID != "" {
 			out[i].Unsubscribe = p.cfg.Unsubscribe(notify.Unsubscribe{UserID: it.UserID, Channel: notify.ChannelEmail, Category: notify.CategoryMarketing})
 		}

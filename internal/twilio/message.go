@@ -16,7 +16,7 @@ const MaxBodyChars = 1600
 // toCreateMessageParams builds the Messages.json request for m: To, the messaging service or
 // From, and the body from smsBody.
 func toCreateMessageParams(m notify.OutboundMessage, cfg Config) *openapi.CreateMessageParams {
-	p := (&openapi.CreateMessageParams{}).SetTo(m.Address).SetBody(smsBody(m.Content))
+	p := (&openapi.CreateMessageParams{}).SetTo(m.Address).SetBody(smsBody(m.Content, m.OptOutLine))
 	if cfg.MessagingServiceSID != "" {
 		p.SetMessagingServiceSid(cfg.MessagingServiceSID)
 	} else {
@@ -25,11 +25,11 @@ func toCreateMessageParams(m notify.OutboundMessage, cfg Config) *openapi.Create
 	return p
 }
 
-// smsBody is the title and the body on separate lines, cut to fit MaxBodyChars with the link
-// (when any) kept whole on the last line.
-func smsBody(c notify.Content) string {
+// smsBody is the title and the body on separate lines, cut to fit MaxBodyChars with the link and
+// then an advertisement's refusal line (when any) kept whole on the last lines.
+func smsBody(c notify.Content, optOut string) string {
 	text := joinNonEmpty(strings.TrimSpace(c.Title), strings.TrimSpace(c.Body))
-	link := strings.TrimSpace(c.Link)
+	link := joinNonEmpty(strings.TrimSpace(c.Link), strings.TrimSpace(optOut))
 	if link == "" {
 		return truncateChars(text, MaxBodyChars)
 	}

@@ -78,7 +78,7 @@ func TestSMSBody(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := smsBody(tt.in)
+			got := smsBody(tt.in, "")
 			if got != tt.want {
 				t.Errorf("smsBody = %q (%d chars)\nwant %q (%d chars)", abbrev(got), charLen(got), abbrev(tt.want), charLen(tt.want))
 			}
@@ -94,4 +94,19 @@ func abbrev(s string) string {
 		return string(r[:30]) + "…" + string(r[len(r)-30:])
 	}
 	return s
+}
+
+// A marketing SMS ends with its free refusal line, after the link, and a cut never takes it.
+func TestSMSBodyKeepsTheRefusalLine(t *testing.T) {
+	t.Parallel()
+	const line = "무료수신거부 080-123-4567"
+	link := "https://example.com/o/1"
+	if got, want := smsBody(notify.Content{Title: "(광고) 봄 세일", Body: "50% 할인", Link: link}, line),
+		"(광고) 봄 세일\n50% 할인\n"+link+"\n"+line; got != want {
+		t.Errorf("smsBody = %q, want %q", got, want)
+	}
+	got := smsBody(notify.Content{Body: strings.Repeat("a", 2000)}, line)
+	if !strings.HasSuffix(got, "...\n"+line) || charLen(got) != MaxBodyChars {
+		t.Errorf("a long marketing SMS: %q (%d chars)", abbrev(got), charLen(got))
+	}
 }
