@@ -35,13 +35,7 @@ var illustrativeMarker = regexp.MustCompile(`^<!-- illustrative: ([a-z0-9-]+) --
 // that order (WalkDir's, lexical).
 func shellBlocks(t *testing.T, root string) []shellBlock {
 	t.Helper()
-	files := []string{filepath.Join(root, "README.md")}
-	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
-			files = append(files, p)
-		}
-		return err
-	})
+	files, err := apidoc.DocFiles(root)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,7 @@ import (
 // Markdown renderer makes anchors of headings.
 func TestDocLinksResolve(t *testing.T) {
 	root := "../.."
-	files := []string{filepath.Join(root, "README.md")}
-	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
-			files = append(files, p)
-		}
-		return err
-	})
+	files, err := DocFiles(root)
 	if err != nil {
 		t.Fatal(err)
 	}
