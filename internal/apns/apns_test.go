@@ -2,7 +2,6 @@ package apns
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -176,37 +175,6 @@ func TestSendWrongTeamIsAuthError(t *testing.T) {
 	}
 	sb.TrustAPNsKey(keyID, teamID, pub)
 	wantCode(t, send(t, newSender(t, sb, p8, "OTHERTEAM1"), msg("d0", "aaaa000000000000", notify.Content{Body: "b"}))[0], notify.EAUTH)
-}
-
-func TestSendFullBatchInOrder(t *testing.T) {
-	t.Parallel()
-	s, sb := setup(t)
-	msgs := make([]notify.OutboundMessage, MaxBatch)
-	for i := range msgs {
-		tok := fmt.Sprintf("%04x000000000000", i)
-		if i%50 == 7 {
-			tok = fmt.Sprintf("unregistered%04d", i)
-		}
-		msgs[i] = msg(fmt.Sprintf("d%d", i), tok, notify.Content{Body: fmt.Sprintf("body %d", i)})
-	}
-	res := send(t, s, msgs...)
-	dead := 0
-	for i, r := range res {
-		if i%50 == 7 {
-			wantCode(t, r, notify.EDEADADDRESS)
-			dead++
-		} else {
-			wantCode(t, r, "")
-		}
-	}
-	if n := sb.Recorder.Len(); n != MaxBatch-dead {
-		t.Errorf("recorded %d, want %d", n, MaxBatch-dead)
-	}
-	for _, d := range sb.Recorder.List("apns", "0001000000000000") {
-		if d.Body != "body 1" {
-			t.Errorf("token 1 got %q", d.Body)
-		}
-	}
 }
 
 func TestSendCanceled(t *testing.T) {

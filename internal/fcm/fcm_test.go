@@ -173,37 +173,6 @@ func TestSendCanceled(t *testing.T) {
 	}
 }
 
-func TestSendFullBatchInOrder(t *testing.T) {
-	t.Parallel()
-	s, sb := setup(t)
-	msgs := make([]notify.OutboundMessage, MaxBatch)
-	for i := range msgs {
-		tok := fmt.Sprintf("tok-%04d-00000000", i)
-		if i%50 == 7 {
-			tok = fmt.Sprintf("tok-unregistered-%04d", i)
-		}
-		msgs[i] = msg(fmt.Sprintf("d%d", i), tok, notify.Content{Body: fmt.Sprintf("variant %d", i%3)})
-	}
-	res := send(t, s, msgs...)
-	dead := 0
-	for i, r := range res {
-		if i%50 == 7 {
-			wantCode(t, r, notify.EDEADADDRESS)
-			dead++
-		} else {
-			wantCode(t, r, "")
-		}
-	}
-	if n := sb.Recorder.Len(); n != MaxBatch-dead {
-		t.Errorf("recorded %d, want %d", n, MaxBatch-dead)
-	}
-	for _, d := range sb.Recorder.List("fcm", "tok-0001-00000000") {
-		if d.Body != "variant 1" {
-			t.Errorf("token 1 got body %q", d.Body)
-		}
-	}
-}
-
 // The sender's HTTP/2 path: Config.HTTPClient speaking h2 to the sandbox's TLS listener.
 func TestSendOverHTTP2(t *testing.T) {
 	t.Parallel()
