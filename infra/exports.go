@@ -90,8 +90,9 @@ func (h *herald) addExports() {
 	}))
 	jobs(worker, "ExportJobs")
 	// A suppressions export pages the whole suppressions table with Scan (no index serves it:
-	// the table is keyed by address hash for prepare's lookups); the worker reads nothing else
-	// there, so it gets Scan alone rather than the table's read grant.
+	// the table is keyed by address hash for prepare's lookups), so it gets Scan rather than the
+	// table's read grant; a user export's BatchGetItem of its user's address hashes is in the
+	// function's wiring (functions.go).
 	worker.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("ScanSuppressionsForExports"),
 		Actions:   jsii.Strings("dynamodb:Scan"),

@@ -178,11 +178,15 @@ var functionWiring = map[string]wiring{
 	// table (suppressions exports) and its S3 rights under exports/ only are granted in
 	// addExports.
 	// An unmasked deliveries export recovers each address from the notification's recipients and
-	// its users' devices and contacts (users, read; the contacts key, as every function).
+	// its users' devices and contacts (users, read; the contacts key, as every function). A user
+	// export reads the user's devices, contact and preferences, the suppressions of their
+	// addresses, and their inbox (its own items and the broadcasts that reach them).
 	exportFunction: {tables: map[string]actions{
 		"notifications": {"BatchGetItem", "GetItem", "Query", "Scan", "DescribeTable"},
 		"deliveries":    {"BatchGetItem"}, "deliveries/index/by_notification": {"Query"},
-		"users": {"BatchGetItem", "Query"},
+		"users":        {"BatchGetItem", "Query"},
+		"suppressions": {"BatchGetItem"},
+		"inbox-items":  {"BatchGetItem", "Query"},
 	}},
 	// The live inbox WebSocket API's $connect/$disconnect/$default: records connections (the
 	// connections table and ManageConnections, granted with the other publishers' in stream.go)
@@ -352,7 +356,7 @@ func (h *herald) addFunction(name string) error {
 		// reserved sends create them); the admin function lists a user's (the console's
 		// recipient view) through the index, and only there.
 		env[envRecipientIndex] = jsii.String("1")
-		if name == adminFunction {
+		if name == adminFunction || name == exportFunction { // the recipient view, a user export
 			tables = maps.Clone(tables)
 			tables["notifications/index/by_user"] = actions{"Query"}
 		}

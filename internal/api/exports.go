@@ -49,6 +49,7 @@ type exportRequest struct {
 	Channel        string              `json:"channel"`
 	Reason         string              `json:"reason"`
 	Action         string              `json:"action"`
+	UserID         string              `json:"user_id"`
 	From           *time.Time          `json:"from"`
 	To             *time.Time          `json:"to"`
 	Unmasked       bool                `json:"unmasked"`
@@ -76,6 +77,7 @@ var exportFilters = map[notify.ExportKind][]string{
 	notify.ExportAudit:         {"action"},
 	notify.ExportNotifications: {"status", "channel"},
 	notify.ExportSuppressions:  {"channel", "reason"},
+	notify.ExportUser:          {"user_id"},
 }
 
 // deliveryStatuses are the statuses a deliveries export's status filter accepts.
@@ -101,7 +103,8 @@ func (q *exportRequest) validate() (notify.ExportFilter, error) {
 		return f, notify.FieldError("unmasked", "only a deliveries export can add raw addresses")
 	}
 	if err := checkFilterParams(filterParam{"notification_id", q.NotificationID}, filterParam{"campaign_id", q.CampaignID},
-		filterParam{"status", q.Status}, filterParam{"channel", q.Channel}, filterParam{"reason", q.Reason}, filterParam{"action", q.Action}); err != nil {
+		filterParam{"status", q.Status}, filterParam{"channel", q.Channel}, filterParam{"reason", q.Reason}, filterParam{"action", q.Action},
+		filterParam{"user_id", q.UserID}); err != nil {
 		return f, err
 	}
 	for _, t := range []struct {
@@ -117,7 +120,8 @@ func (q *exportRequest) validate() (notify.ExportFilter, error) {
 	if q.From != nil && q.To != nil && !q.From.Before(*q.To) {
 		return f, notify.FieldError("to", "must be after from")
 	}
-	f = notify.ExportFilter{NotificationID: q.NotificationID, Status: q.Status, Channel: q.Channel, Reason: q.Reason, Action: q.Action}
+	f = notify.ExportFilter{NotificationID: q.NotificationID, Status: q.Status, Channel: q.Channel, Reason: q.Reason, Action: q.Action,
+		UserID: q.UserID}
 	if q.From != nil {
 		f.From = q.From.UTC()
 	}
@@ -126,7 +130,7 @@ func (q *exportRequest) validate() (notify.ExportFilter, error) {
 	}
 	// Each kind takes its own filters; any other one set is refused by name.
 	for _, p := range []filterParam{{"notification_id", q.NotificationID}, {"campaign_id", q.CampaignID}, {"status", q.Status},
-		{"channel", q.Channel}, {"reason", q.Reason}, {"action", q.Action}} {
+		{"channel", q.Channel}, {"reason", q.Reason}, {"action", q.Action}, {"user_id", q.UserID}} {
 		if p.v == "" || slices.Contains(exportFilters[q.Kind], p.name) {
 			continue
 		}
@@ -148,6 +152,13 @@ func (q *exportRequest) validate() (notify.ExportFilter, error) {
 		}
 		if q.Status != "" && !slices.Contains(deliveryStatuses, notify.DeliveryStatus(q.Status)) {
 			return f, notify.FieldError("status", "unknown delivery status %q; one of %s", q.Status, oneOf(deliveryStatuses))
+		}
+	case notify.ExportUser:
+		if q.UserID == "" {
+			return f, notify.FieldError("user_id", "is required for a user export: whose data it holds")
+		}
+		if q.From != nil || q.To != nil {
+			return f, notify.FieldError("from", "a user export holds everything on the user, whenever it was written")
 		}
 	case notify.ExportAudit:
 		if q.Action != "" && !notify.AuditAction(q.Action).Known() {
@@ -176,7 +187,7 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) (err error
 	}
 	f, err := q.validate()
 	params["kind"], params["format"], params["unmasked"] = string(q.Kind), string(q.Format), strconv.FormatBool(q.Unmasked)
-	for k, v := range map[string]string{"notification_id": f.NotificationID, "status": f.Status, "channel": f.Channel,
+	for k, v := range map[string]string{"notification_id": f.NotificationID, "user_id": f.UserID, "status": f.Status, "channel": f.Channel,
 		"reason": f.Reason, "action": f.Action, "from": timeParam(q.From), "to": timeParam(q.To)} {
 		if v != "" {
 			params[k] = v

@@ -82,7 +82,7 @@ func StartExport() error {
 	if files == nil {
 		return fmt.Errorf("config: environment variable %s is not set", EnvExportsBucket)
 	}
-	b := export.New(export.Deps{Jobs: e.Store, Deliveries: e.Store, Notifications: e.Store, Suppressions: e.Store, Audit: e.Store,
+	b := export.New(export.Deps{Jobs: e.Store, Deliveries: e.Store, Notifications: e.Store, Suppressions: e.Store, Audit: e.Store, Users: e.Store,
 		Addresses: e.Store, Files: files, Logger: e.Log})
 	lambda.Start(e.SQSHandler(func(string) pipeline.Handler { return b.Handler() }))
 	return nil

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +62,16 @@ type Suppressions interface {
 	ListSuppressions(ctx context.Context, f notify.SuppressionFilter, cursor string, limit int) ([]notify.Suppression, string, error)
 }
 
+// Users reads what Herald holds on a user for a user export: the notify.UserStore and
+// notify.InboxStore reads, and the suppressions of their addresses.
+type Users interface {
+	ListDevices(ctx context.Context, userIDs []string) (map[string][]notify.Device, error)
+	GetContacts(ctx context.Context, userIDs []string) (map[string]notify.Contact, error)
+	GetPreferences(ctx context.Context, userIDs []string) (map[string]notify.Preferences, error)
+	Suppressed(ctx context.Context, addressKeys []string) (map[string]notify.Suppression, error)
+	ListInbox(ctx context.Context, userID, cursor string, limit int, now time.Time) ([]notify.InboxItem, string, error)
+}
+
 // Deps are what a Builder works with.
 type Deps struct {
 	Jobs          notify.ExportStore
@@ -68,6 +80,7 @@ type Deps struct {
 	Suppressions  Suppressions    // nil: suppressions exports fail
 	Audit         notify.AuditLog // nil: audit exports fail
 	Addresses     Addresses       // nil: unmasked deliveries exports fail
+	Users         Users           // nil: user exports fail
 	Files         Files
 	Clock         notify.Clock
 	Logger        *slog.Logger
@@ -215,6 +228,8 @@ func (b *Builder) write(ctx context.Context, j *notify.ExportJob) (rows int64, s
 		err = b.notifications(ctx, j, rw, emit, checkpoint)
 	case notify.ExportSuppressions:
 		err = b.suppressions(ctx, j, rw, emit, checkpoint)
+	case notify.ExportUser:
+		err = b.user(ctx, j, rw, emit, checkpoint)
 	default:
 		err = notify.FieldError("kind", "unknown export kind %q", j.Kind)
 	}
@@ -477,6 +492,143 @@ func (rw *rowWriter) flush() error {
 	if rw.csv != nil {
 		rw.csv.Flush()
 		return rw.csv.Error()
+	}
+	return nil
+}
+
+// UserColumns are the columns of a user export: what the row is (device, contact, preferences,
+// suppression, inbox_item, notification, audit, or note), its id, its time, and the record as
+// JSON.
+var UserColumns = []string{"record", "id", "at", "data"}
+
+// user writes everything Herald holds on f.UserID, decrypted for the operator who asked (the
+// job and its download are audited like every export): devices (push tokens and web push
+// subscriptions), the contact, preferences, the suppressions of the contact's addresses (kept
+// as hashes: the row says which address), the inbox, the notifications sent to the user alone
+// (through the recipient index; a note says so where there is none), and the audit entries
+// about the user.
+func (b *Builder) user(ctx context.Context, j *notify.ExportJob, rw *rowWriter, emit func([]string) error, checkpoint func() error) error {
+	user := j.Filter.UserID
+	if user == "" {
+		return notify.FieldError("user_id", "is required for a user export")
+	}
+	if b.d.Users == nil {
+		return notify.Errorf(notify.EINVALID, "user exports are not available in this runtime")
+	}
+	if _, err := rw.header(UserColumns); err != nil {
+		return err
+	}
+	row := func(record, id string, at time.Time, v any) error {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		return emit([]string{record, id, stamp(at), string(data)})
+	}
+	ids := []string{user}
+	devices, err := b.d.Users.ListDevices(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("devices of %s: %w", user, err)
+	}
+	for _, d := range devices[user] {
+		if err := row("device", d.Token, d.UpdatedAt, d); err != nil {
+			return err
+		}
+	}
+	contacts, err := b.d.Users.GetContacts(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("contact of %s: %w", user, err)
+	}
+	if c, ok := contacts[user]; ok {
+		if err := row("contact", user, c.UpdatedAt, c); err != nil {
+			return err
+		}
+		keys := map[string]string{}
+		if c.Email != "" {
+			keys[notify.AddressKey(notify.ChannelEmail, c.Email)] = c.Email
+		}
+		if c.Phone != "" {
+			keys[notify.AddressKey(notify.ChannelSMS, c.Phone)] = c.Phone
+		}
+		if len(keys) > 0 {
+			sup, err := b.d.Users.Suppressed(ctx, slices.Collect(maps.Keys(keys)))
+			if err != nil {
+				return fmt.Errorf("suppressions of %s: %w", user, err)
+			}
+			for k, s := range sup {
+				v := struct {
+					notify.Suppression
+					Address string `json:"address_unmasked"`
+				}{s, keys[k]}
+				if err := row("suppression", k, s.CreatedAt, v); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	prefs, err := b.d.Users.GetPreferences(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("preferences of %s: %w", user, err)
+	}
+	if p, ok := prefs[user]; ok {
+		if err := row("preferences", user, p.UpdatedAt, p); err != nil {
+			return err
+		}
+	}
+	now := b.d.Clock.Now()
+	if err := walk(checkpoint, func(cursor string) (string, error) {
+		items, next, err := b.d.Users.ListInbox(ctx, user, cursor, b.Page, now)
+		if err != nil {
+			return "", fmt.Errorf("inbox of %s: %w", user, err)
+		}
+		for _, it := range items {
+			if err := row("inbox_item", it.ID, it.CreatedAt, it); err != nil {
+				return "", err
+			}
+		}
+		return next, nil
+	}); err != nil {
+		return err
+	}
+	if b.d.Notifications != nil {
+		err := walk(checkpoint, func(cursor string) (string, error) {
+			page, next, err := b.d.Notifications.ListNotifications(ctx, notify.NotificationFilter{User: user}, cursor, notify.MaxReservedPage)
+			if err != nil {
+				return "", err
+			}
+			for _, n := range page {
+				if err := row("notification", n.ID, n.CreatedAt, n); err != nil {
+					return "", err
+				}
+			}
+			return next, nil
+		})
+		switch {
+		case errors.Is(err, notify.ErrNoRecipientIndex):
+			if err := row("note", "notifications", time.Time{}, map[string]string{"note": notify.ErrNoRecipientIndex.Error() +
+				": the notifications sent to this user cannot be listed"}); err != nil {
+				return err
+			}
+		case err != nil:
+			return fmt.Errorf("notifications of %s: %w", user, err)
+		}
+	}
+	if b.d.Audit != nil {
+		f := notify.AuditFilter{TargetType: notify.AuditTargetUser, TargetID: user}
+		if err := walk(checkpoint, func(cursor string) (string, error) {
+			es, next, err := b.d.Audit.ListAudit(ctx, f, cursor, notify.MaxAuditPage)
+			if err != nil {
+				return "", fmt.Errorf("audit of %s: %w", user, err)
+			}
+			for _, e := range es {
+				if err := row("audit", e.ID, e.At, e); err != nil {
+					return "", err
+				}
+			}
+			return next, nil
+		}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

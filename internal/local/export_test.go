@@ -330,3 +330,64 @@ func (e *env) exportFile(body map[string]any) (exportJob, string) {
 	}
 	return j, string(b)
 }
+
+// TestExportOfAUser: a user's request for their data — everything Herald holds on them, in one
+// file behind the same expiring link and audit as every export: devices, the contact decrypted,
+// preferences, a suppressed address of theirs (named), the inbox, the notification sent to them,
+// and the audit entries about them; another user's data is not in it.
+func TestExportOfAUser(t *testing.T) {
+	t.Parallel()
+	e := startExportEnv(t)
+	e.mustDo("PUT", "/v1/users/ana/contacts", map[string]any{"email": "ana+bounce@example.com", "phone": "+821055557777"}, 200)
+	e.mustDo("PUT", "/v1/users/ana/devices/fcm-export-ana-0001", map[string]any{"platform": "fcm"}, 200)
+	e.mustDo("PUT", "/v1/users/ana/preferences", map[string]any{"marketing_consent": true, "opt_out": map[string]any{"sms": []string{"marketing"}}}, 200)
+	e.mustDo("PUT", "/v1/users/bob/devices/fcm-export-bob-0001", map[string]any{"platform": "fcm"}, 200)
+	id := e.send(notify.SendRequest{IdempotencyKey: "export-ana-1", Channels: []notify.Channel{"push", "email", "inbox"},
+		Content: notify.Content{Title: "Hi", Body: "Hello Ana"}, Recipients: []notify.Recipient{{UserID: "ana"}}})
+	e.waitFinal(id)
+	key := notify.AddressKey(notify.ChannelEmail, "ana+bounce@example.com")
+	waitFor(t, func() bool { // the sandbox's bounce of ana's address arrives a moment later
+		sup, err := e.rt.Store.Suppressed(context.Background(), []string{key})
+		return err == nil && len(sup) == 1
+	})
+	_, file := e.exportFile(map[string]any{"kind": "user", "user_id": "ana", "format": "jsonl"})
+	records := map[string][]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSpace(file), "\n") {
+		var row map[string]string
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		var data map[string]any
+		if err := json.Unmarshal([]byte(row["data"]), &data); err != nil {
+			t.Fatalf("data of %q: %v", line, err)
+		}
+		records[row["record"]] = append(records[row["record"]], data)
+	}
+	if strings.Contains(file, "bob") {
+		t.Errorf("ana's export holds bob's data:\n%s", file)
+	}
+	want := map[string]func([]map[string]any) bool{
+		"device": func(r []map[string]any) bool { return len(r) == 1 && r[0]["token"] == "fcm-export-ana-0001" },
+		"contact": func(r []map[string]any) bool {
+			return len(r) == 1 && r[0]["email"] == "ana+bounce@example.com" && r[0]["phone"] == "+821055557777"
+		},
+		"preferences":  func(r []map[string]any) bool { return len(r) == 1 && r[0]["marketing_consent_at"] != nil },
+		"inbox_item":   func(r []map[string]any) bool { return len(r) == 1 && r[0]["body"] == "Hello Ana" },
+		"notification": func(r []map[string]any) bool { return len(r) == 1 && r[0]["id"] == id },
+		"audit":        func(r []map[string]any) bool { return len(r) >= 2 },
+	}
+	for record, ok := range want {
+		if !ok(records[record]) {
+			t.Errorf("%s rows %v", record, records[record])
+		}
+	}
+	if sup := records["suppression"]; len(sup) != 1 || sup[0]["address_unmasked"] != "ana+bounce@example.com" {
+		t.Errorf("suppression rows %v, want the address named", sup)
+	}
+	var bad struct {
+		Error struct{ Field string } `json:"error"`
+	}
+	if code := e.do("POST", "/v1/admin/exports", map[string]any{"kind": "user"}, &bad); code != 400 || bad.Error.Field != "user_id" {
+		t.Errorf("a user export without user_id: %d %+v", code, bad)
+	}
+}

@@ -261,7 +261,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	if err := exportDir.Sweep(o.Clock.Now()); err != nil {
 		o.Logger.Warn("exports: sweep", "error", err)
 	}
-	r.Exports = export.New(export.Deps{Jobs: r.Store, Deliveries: r.Store, Notifications: r.Store, Suppressions: r.Store,
+	r.Exports = export.New(export.Deps{Jobs: r.Store, Deliveries: r.Store, Notifications: r.Store, Suppressions: r.Store, Users: r.Store,
 		Audit: r.Store, Addresses: r.Store, Files: exportDir,
 		Clock: o.Clock, Logger: o.Logger})
 

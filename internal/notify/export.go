@@ -23,10 +23,15 @@ const (
 	ExportAudit         ExportKind = "audit"         // one row per audit log entry
 	ExportNotifications ExportKind = "notifications" // one row per notification of the service that asked
 	ExportSuppressions  ExportKind = "suppressions"  // one row per suppressed address (masked)
+	// ExportUser is everything Herald holds on one user (a person's request for their data):
+	// their devices, contact (decrypted), preferences, the suppressions of their addresses, their
+	// inbox, the notifications sent to them (the recipient index) and the audit entries about
+	// them, a row each.
+	ExportUser ExportKind = "user"
 )
 
 // ExportKinds is every kind an export can have, the list POST /v1/admin/exports accepts.
-var ExportKinds = []ExportKind{ExportDeliveries, ExportAudit, ExportNotifications, ExportSuppressions}
+var ExportKinds = []ExportKind{ExportDeliveries, ExportAudit, ExportNotifications, ExportSuppressions, ExportUser}
 
 // ExportFormat is the file format.
 type ExportFormat string
@@ -69,6 +74,7 @@ type ExportFilter struct {
 	Channel        string    `json:"channel,omitempty"`
 	Reason         string    `json:"reason,omitempty"`
 	Action         string    `json:"action,omitempty"`
+	UserID         string    `json:"user_id,omitempty"` // a user export's user
 	From           time.Time `json:"from,omitzero"`
 	To             time.Time `json:"to,omitzero"`
 }

@@ -505,7 +505,7 @@ export type ExportJob = {
   id: string;
   /** The service that asked for it. */
   service: string;
-  kind: "deliveries" | "audit" | "notifications" | "suppressions";
+  kind: "deliveries" | "audit" | "notifications" | "suppressions" | "user";
   format: "csv" | "jsonl";
   /** The filters it was asked with. */
   filter: {
@@ -516,6 +516,7 @@ export type ExportJob = {
     action?: string;
     from?: string;
     to?: string;
+    user_id?: string;
   };
   /** PENDING → PROCESSING → DONE or FAILED (CANCELED when deleted before); any becomes EXPIRED 7 days after it was created, when its file is gone. */
   status: "PENDING" | "PROCESSING" | "DONE" | "FAILED" | "CANCELED" | "EXPIRED";
