@@ -53,6 +53,10 @@ const (
 	// AuditUserUnsubscribe is a recipient's one-click unsubscribe (RFC 8058), by the link a
 	// marketing email carried: the actor is the user the link names.
 	AuditUserUnsubscribe AuditAction = "user.unsubscribe"
+	// AuditUserErase is a user's erasure (DELETE /v1/users/{user}), written once it has
+	// finished: the target is the user's hash (notify.UserHash), the params what each step
+	// removed.
+	AuditUserErase AuditAction = "user.erase"
 )
 
 // Bounds of an entry's fields.
@@ -70,7 +74,7 @@ var AuditActions = []AuditAction{
 	AuditCampaignCancel, AuditCampaignPause, AuditCampaignResume, AuditCampaignReschedule,
 	AuditAudienceListUpload, AuditSchedulesRearm, AuditExportCreate, AuditExportDownload, AuditExportCancel,
 	AuditUserDeviceDelete, AuditUserWebPushDelete, AuditUserContactsPut, AuditUserPreferencesPut, AuditUserInboxDelete,
-	AuditUserUnsubscribe,
+	AuditUserUnsubscribe, AuditUserErase,
 }
 
 // Known reports whether a is one of AuditActions.

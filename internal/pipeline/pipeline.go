@@ -103,6 +103,9 @@ type Pipeline struct {
 	events  notify.Events
 	inboxEv notify.InboxEvents
 	cfg     Config
+	// erased holds back deliveries to users erased after their notification was created
+	// (notify.ErasedBefore); nil when the store keeps no erasures.
+	erased *notify.Tombstones
 
 	cacheMu sync.Mutex
 	cache   map[string]cachedNotification
@@ -164,7 +167,18 @@ func New(d Deps, cfg Config) *Pipeline {
 	if p.inboxEv == nil {
 		p.inboxEv = notify.NopInboxEvents{}
 	}
+	if es, ok := d.Store.(notify.ErasureStore); ok {
+		p.erased = &notify.Tombstones{Store: es, Clock: p.clock}
+	}
 	return p
+}
+
+// tombstones returns the recent erasures (nil when there are none or none are kept).
+func (p *Pipeline) tombstones(ctx context.Context) (map[string]time.Time, error) {
+	if p.erased == nil {
+		return nil, nil
+	}
+	return p.erased.Erased(ctx)
 }
 
 // emit hands e to the operator events. They are advisory: a failure is logged (the adapter

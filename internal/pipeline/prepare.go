@@ -310,6 +310,12 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 			return nil, nil, nil, nil, err
 		}
 	}
+	var erased map[string]time.Time
+	if len(users) > 0 {
+		if erased, err = p.tombstones(ctx); err != nil {
+			return nil, nil, nil, nil, err
+		}
+	}
 
 	// Most recipients are one delivery: sized for that, the chunk's deliveries and their maps
 	// are allocated once instead of grown (and copied) a doubling at a time.
@@ -334,8 +340,15 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 			if device != "" {
 				skip = func(user string, ch notify.Channel, reason string) { b.skipDevice(user, ch, device, reason) }
 			}
+			// A user erased since the notification was created gets nothing from it, not even
+			// an inbox item, which needs no address.
+			gone := notify.ErasedBefore(erased, r.UserID, n.CreatedAt)
 			for _, ch := range n.Channels {
 				if device != "" && (ch == notify.ChannelEmail || ch == notify.ChannelSMS || ch == notify.ChannelInbox || ch == notify.ChannelAlimTalk) {
+					continue
+				}
+				if gone {
+					skip(r.UserID, ch, notify.ReasonErased)
 					continue
 				}
 				if ok, reason := pref.Allows(ch, n.Category); !ok {

@@ -141,8 +141,13 @@ func (p *Pipeline) sendDeliveries(ctx context.Context, n *notify.Notification, s
 	case n.Expired(start):
 		o = expiredOutcome(items, start)
 	default:
-		o = p.deliver(ctx, n, sm, sender, items, func(id string) int { return attempts[id] }, start)
-		if _, err := p.fallBack(ctx, n, sm, &o, items); err != nil {
+		send, held, err := p.withoutErased(ctx, n, items, start)
+		if err != nil {
+			return fmt.Errorf("send %s: %w", n.ID, err)
+		}
+		o = p.deliver(ctx, n, sm, sender, send, func(id string) int { return attempts[id] }, start)
+		o.hold(held)
+		if _, err := p.fallBack(ctx, n, sm, &o, send); err != nil {
 			return fmt.Errorf("send %s: %w", n.ID, err)
 		}
 		if err := p.awaitVerdicts(ctx, n, sm, &o, start, 1); err != nil {
@@ -178,8 +183,13 @@ func (p *Pipeline) sendBatch(ctx context.Context, n *notify.Notification, sm sen
 	case n.Expired(start):
 		o = expiredOutcome(sm.Items, start)
 	default:
+		send, held, err := p.withoutErased(ctx, n, sm.Items, start)
+		if err != nil {
+			return fmt.Errorf("send %s batch %s: %w", n.ID, sm.BatchID, err)
+		}
 		attempt := sm.Retry + 1
-		o = p.deliver(ctx, n, sm, sender, sm.Items, func(string) int { return attempt }, start)
+		o = p.deliver(ctx, n, sm, sender, send, func(string) int { return attempt }, start)
+		o.hold(held)
 	}
 	fallbacks, err := p.fallBack(ctx, n, sm, &o, sm.Items)
 	if err != nil {
@@ -203,6 +213,37 @@ func (p *Pipeline) sendBatch(ctx context.Context, n *notify.Notification, sm sen
 	}
 	p.logBatch(ctx, n, sm, o, len(sm.Items), start)
 	return p.recordLater(ctx, n)
+}
+
+// withoutErased returns the items to send, and the verdicts on those whose user was erased
+// after n was created (notify.ErasedBefore): skipped, never sent.
+func (p *Pipeline) withoutErased(ctx context.Context, n *notify.Notification, items []sendItem, at time.Time) ([]sendItem, []notify.DeliveryUpdate, error) {
+	erased, err := p.tombstones(ctx)
+	if err != nil || len(erased) == 0 {
+		return items, nil, err
+	}
+	keep := make([]sendItem, 0, len(items))
+	var held []notify.DeliveryUpdate
+	for _, it := range items {
+		if notify.ErasedBefore(erased, it.UserID, n.CreatedAt) {
+			held = append(held, notify.DeliveryUpdate{ID: it.DeliveryID, Status: notify.DeliverySkipped, Reason: notify.ReasonErased, At: at})
+			continue
+		}
+		keep = append(keep, it)
+	}
+	return keep, held, nil
+}
+
+// hold adds the verdicts withoutErased made to o.
+func (o *outcome) hold(held []notify.DeliveryUpdate) {
+	if len(held) == 0 {
+		return
+	}
+	o.updates = append(o.updates, held...)
+	if o.reasons == nil {
+		o.reasons = map[string]int{}
+	}
+	o.reasons[notify.ReasonErased] += len(held)
 }
 
 // canceled is the outcome of items of a canceled notification: skipped, never sent.
@@ -277,6 +318,9 @@ func (p *Pipeline) providerAuthFailed(ctx context.Context, n *notify.Notificatio
 // reason, dead tokens and addresses going to cleanup.
 func (p *Pipeline) deliver(ctx context.Context, n *notify.Notification, sm sendMsg, sender notify.Sender,
 	items []sendItem, attempt func(id string) int, start time.Time) outcome {
+	if len(items) == 0 { // every one held back (withoutErased)
+		return outcome{reasons: map[string]int{}}
+	}
 	byID := itemsByID{items: items}
 	out := make([]notify.OutboundMessage, len(items))
 	// The provider may hold a message only for what is left of its TTL, not the whole of it

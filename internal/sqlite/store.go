@@ -24,7 +24,7 @@ var _ notify.Store = (*Store)(nil)
 
 // storeSchemaVersion is the schema this code reads and writes. It lives in store_meta rather
 // than PRAGMA user_version because the Queue shares the database file and has its own schema.
-const storeSchemaVersion = 18
+const storeSchemaVersion = 19
 
 // storeMigrations[i] takes the schema from version i to i+1.
 var storeMigrations = []string{
@@ -209,6 +209,8 @@ CREATE INDEX IF NOT EXISTS deliveries_by_notification ON deliveries (notificatio
 	user_id     TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS contact_owners_user ON contact_owners (user_id);`,
+	// 19: users' erasures and their tombstones (see erase.go).
+	erasureSchema,
 }
 
 // deliveriesByNotification is migration 13 (see storeMigrations). It may run again over its own

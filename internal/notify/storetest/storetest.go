@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) notify.Store) {
 	cases = append(cases, reservedCases...)
 	cases = append(cases, templateCases...)
 	cases = append(cases, listingCases...)
+	cases = append(cases, erasureCases...)
 	suite.Run(t, cases, newStore)
 }
 
