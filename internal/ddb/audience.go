@@ -233,6 +233,10 @@ func (s *Store) AppendAudienceList(ctx context.Context, listID string, userIDs [
 		}
 		return cur.N, nil
 	}
+	// Filed in the registry first, so an erasure finds every list that may hold a user.
+	if err := s.registerList(ctx, listID); err != nil {
+		return 0, wrapErr(op, err)
+	}
 	last, err := s.allocateSeqs(ctx, listSequencePK(listID), len(userIDs))
 	if err != nil {
 		return 0, wrapErr(op, err)
