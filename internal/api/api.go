@@ -5,6 +5,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"herald/internal/erasure"
 	"herald/internal/netguard"
 	"herald/internal/notify"
 )
@@ -112,6 +114,11 @@ type Options struct {
 	// InboxStream serves GET /v1/users/{user}/inbox/stream, the WebSocket upgrade, after the
 	// caller is authenticated for {user} (r.PathValue("user")). Nil: that route answers 501.
 	InboxStream http.Handler
+	// ErasureBudget is how long DELETE /v1/users/{user} works before answering 202 (default
+	// DefaultErasureBudget). The erasure needs a Store that is a notify.ErasureStore; its one
+	// audit entry goes to Audit, and the user's live connections are closed when InboxEvents is
+	// a notify.ConnectionCloser.
+	ErasureBudget time.Duration
 }
 
 // Principal is who a request acts as: a calling service, or an end user, who may only use
@@ -169,6 +176,8 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/templates/{name}", handle: (*server).getTemplate},
 	{Method: "POST", Path: "/v1/templates/{name}/preview", handle: (*server).previewTemplate},
 
+	{Method: "DELETE", Path: "/v1/users/{user}", handle: (*server).eraseUser},
+	{Method: "GET", Path: "/v1/users/{user}/erasure", handle: (*server).getErasure},
 	{Method: "GET", Path: "/v1/users/{user}/devices", handle: (*server).listDevices},
 	{Method: "PUT", Path: "/v1/users/{user}/devices/{token}", handle: (*server).putDevice},
 	{Method: "DELETE", Path: "/v1/users/{user}/devices/{token}", UserChange: notify.AuditUserDeviceDelete, handle: (*server).deleteDevice},
@@ -255,6 +264,8 @@ type server struct {
 	exportLinkTTL time.Duration
 	inboxEvents   notify.InboxEvents
 	stream        http.Handler
+	eraser        *erasure.Eraser
+	erasureBudget time.Duration
 }
 
 type apiKey struct {
@@ -299,11 +310,13 @@ func New(o Options) http.Handler {
 		exportFiles:      o.ExportFiles,
 		exportLinkTTL:    o.ExportLinkTTL,
 		inboxEvents:      o.InboxEvents,
+		erasureBudget:    cmp.Or(o.ErasureBudget, DefaultErasureBudget),
 		stream:           o.InboxStream,
 	}
 	if s.resolveHost == nil {
 		s.resolveHost = netguard.Resolve
 	}
+	s.eraser = s.eraserFor(o)
 	if s.exportLinkTTL <= 0 {
 		s.exportLinkTTL = notify.ExportLinkTTL
 	}

@@ -24,9 +24,9 @@ type Eraser struct {
 	// to close (no live inbox).
 	Disconnect func(ctx context.Context, userID string) error
 	// Later makes sure an erasure just begun is finished even if whoever began it stops before
-	// it does (the runtimes queue a message to the cleanup stage, which calls Resume). Nil:
-	// nothing does.
-	Later  func(ctx context.Context, userID string) error
+	// it does (the runtimes queue a message naming the user's hash to the cleanup stage, which
+	// calls Resume: the record keeps the user id while the erasure runs). Nil: nothing does.
+	Later  func(ctx context.Context, userHash string) error
 	Clock  notify.Clock // nil: the system clock
 	Logger *slog.Logger // nil: slog.Default()
 }
@@ -59,7 +59,7 @@ func (e *Eraser) Erase(ctx context.Context, userID, actor string, budget time.Du
 		return notify.Erasure{}, fmt.Errorf("erasure: begin: %w", err)
 	}
 	if created && e.Later != nil {
-		if err := e.Later(ctx, userID); err != nil {
+		if err := e.Later(ctx, begun.UserHash); err != nil {
 			// The erasure is stored and runs now; only its backstop is missing. Asking again
 			// resumes it.
 			return begun, notify.Wrap(notify.EUNAVAILABLE, err, "erasure: queue its completion")
@@ -68,9 +68,10 @@ func (e *Eraser) Erase(ctx context.Context, userID, actor string, budget time.Du
 	return e.run(ctx, begun, deadline)
 }
 
-// Resume finishes the running erasure of userID, if there is one (the cleanup stage's part).
-func (e *Eraser) Resume(ctx context.Context, userID string, budget time.Duration) (notify.Erasure, error) {
-	had, err := e.Store.GetErasure(ctx, notify.UserHash(userID))
+// Resume works on the running erasure of the user whose hash is userHash, if there is one (the
+// cleanup stage's part), for up to budget.
+func (e *Eraser) Resume(ctx context.Context, userHash string, budget time.Duration) (notify.Erasure, error) {
+	had, err := e.Store.GetErasure(ctx, userHash)
 	if err != nil {
 		return had, fmt.Errorf("erasure: resume: %w", err)
 	}

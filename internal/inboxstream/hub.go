@@ -164,6 +164,17 @@ func (h *Hub) add(c *client) bool {
 }
 
 // remove forgets c; h.mu is held.
+// CloseUser implements notify.ConnectionCloser: every stream of userID ends now.
+func (h *Hub) CloseUser(_ context.Context, userID string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.conns[userID] {
+		c.drop(websocket.StatusPolicyViolation, "user erased")
+		h.remove(c)
+	}
+	return nil
+}
+
 func (h *Hub) remove(c *client) {
 	delete(h.conns[c.user], c)
 	if len(h.conns[c.user]) == 0 {

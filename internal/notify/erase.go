@@ -159,7 +159,7 @@ func EraseNotification(n *Notification, userID string) bool {
 // ErasureLag is how long the stages keep the tombstones they read (Tombstones): an erasure
 // finishes no sooner than twice this after it began, so by then every delivery still to be
 // sent to the user is held back.
-const ErasureLag = 2 * time.Second
+const ErasureLag = time.Second
 
 // Tombstones is the stages' view of recent erasures (ErasedSince over ErasureWindow), read again
 // at most every ErasureLag: one small read per stage instance every two seconds, however many

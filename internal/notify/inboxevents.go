@@ -86,6 +86,12 @@ type InboxEvents interface {
 	PublishBroadcast(ctx context.Context, b Broadcast)
 }
 
+// ConnectionCloser is an InboxEvents that can end a user's live connections (a user's erasure):
+// nothing is sent to them after CloseUser returns.
+type ConnectionCloser interface {
+	CloseUser(ctx context.Context, userID string) error
+}
+
 // NopInboxEvents publishes nothing (no live stream configured).
 type NopInboxEvents struct{}
 

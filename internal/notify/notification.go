@@ -187,7 +187,11 @@ type Notification struct {
 	// Express holds the deliveries of a notification on the express path (see Express); nil
 	// for every other notification. Not part of the API's view: its deliveries are listed with
 	// the others.
-	Express   *Express  `json:"-"`
+	Express *Express `json:"-"`
+	// Accepted is when the request was accepted (its ingest message was sent), when ingest
+	// knows it: a user erased since is sent nothing by it (ErasedBefore), though the
+	// notification was stored later. Not stored: it travels to prepare in the prepare message.
+	Accepted  time.Time `json:"-"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"herald/internal/notify"
 )
 
 // Cleanup returns the handler of the cleanup queue: remove device tokens providers reported dead
-// (unless re-registered since) and suppress dead addresses.
+// (unless re-registered since), suppress dead addresses, and finish users' erasures the API
+// began (a message naming the user under "erase": erasure.Eraser.Resume).
 func (p *Pipeline) Cleanup() Handler {
 	return func(ctx context.Context, msgs []notify.Message) []ItemFailure {
 		return each(ctx, msgs, p.cleanupOne)
@@ -21,6 +23,9 @@ func (p *Pipeline) cleanupOne(ctx context.Context, m notify.Message) error {
 	cm, err := decodeCleanup(m.Body)
 	if err != nil {
 		return err
+	}
+	if cm.Erase != "" {
+		return p.finishErasure(ctx, cm.Erase)
 	}
 	removed := 0
 	for _, t := range cm.DeadTokens {
@@ -55,8 +60,11 @@ func decodeCleanup(body []byte) (cleanupMsg, error) {
 	if dec.More() {
 		return cm, notify.Errorf(notify.EINVALID, "cleanup: trailing data after the message")
 	}
-	if len(cm.DeadTokens)+len(cm.Suppress) == 0 {
-		return cm, notify.Errorf(notify.EINVALID, "cleanup: the message names no dead token and no address to suppress")
+	if cm.Erase != "" && (len(cm.DeadTokens)+len(cm.Suppress) > 0 || !notify.IsUserHash(cm.Erase)) {
+		return cm, notify.Errorf(notify.EINVALID, "cleanup: an erasure comes alone, naming a user hash")
+	}
+	if len(cm.DeadTokens)+len(cm.Suppress) == 0 && cm.Erase == "" {
+		return cm, notify.Errorf(notify.EINVALID, "cleanup: the message names no dead token, no address to suppress and no user to erase")
 	}
 	for i, t := range cm.DeadTokens {
 		if t.Token == "" {
@@ -81,6 +89,34 @@ func (p *Pipeline) suppress(ctx context.Context, ch notify.Channel, address, rea
 	}
 	if err := p.store.Suppress(ctx, s); err != nil {
 		return fmt.Errorf("suppress %s: %w", s.Masked, err)
+	}
+	return nil
+}
+
+// erasureBudget is how long one cleanup message works on an erasure before it hands the rest to
+// the next.
+const erasureBudget = 20 * time.Second
+
+// finishErasure finishes the erasure of the user whose hash is userHash if it is still running; one that needs longer than
+// erasureBudget goes on in a message of its own (its checkpoint is stored), so no message is
+// held past its visibility timeout.
+func (p *Pipeline) finishErasure(ctx context.Context, userHash string) error {
+	if p.eraser == nil {
+		return notify.Errorf(notify.EINVALID, "cleanup: this store keeps no erasures")
+	}
+	e, err := p.eraser.Resume(ctx, userHash, erasureBudget)
+	if notify.IsCode(err, notify.ENOTFOUND) {
+		return notify.Wrap(notify.EINVALID, err, "cleanup: no erasure of this user was begun")
+	}
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	if e.Status == notify.ErasureRunning {
+		body, err := json.Marshal(cleanupMsg{Erase: userHash})
+		if err != nil {
+			return err
+		}
+		return p.queue.Send(ctx, notify.StageCleanup, notify.OutMessage{Body: body, Delay: time.Second, GroupID: "erasure"})
 	}
 	return nil
 }

@@ -47,7 +47,7 @@ func (p *Pipeline) planExpress(ctx context.Context, n *notify.Notification) (*ex
 	if !p.expressable(n) {
 		return nil, nil
 	}
-	ds, inbox, items, _, err := p.resolve(ctx, n, n.Recipients, p.clock.Now())
+	ds, inbox, items, _, err := p.resolve(ctx, n, n.Recipients, p.clock.Now(), n.Accepted)
 	if err != nil {
 		return nil, fmt.Errorf("ingest %s: resolve: %w", n.ID, err)
 	}

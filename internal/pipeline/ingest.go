@@ -17,6 +17,8 @@ type prepareMsg struct {
 	NotificationID string `json:"notification_id"`
 	Chunk          int    `json:"chunk"`
 	Count          int    `json:"count,omitempty"` // 0 or 1: the one chunk
+	// Accepted is notify.Notification.Accepted (unix nanos), when ingest knew it.
+	Accepted int64 `json:"accepted,omitempty"`
 }
 
 // maxChunksPerMessage bounds a prepareMsg's Count: a page of the campaign's (5,000 recipients
@@ -114,6 +116,9 @@ func (p *Pipeline) parseSend(ctx context.Context, service string, m notify.Messa
 		tmplVersion, _ = strconv.Atoi(m.Attributes[notify.AttrTemplateVersion])
 	}
 	n := req.Notification(IngestedID(service, m, req.IdempotencyKey), service, now)
+	if !m.SentAt.IsZero() && m.SentAt.Before(now) {
+		n.Accepted = m.SentAt
+	}
 	n.Fingerprint = fingerprint
 	n.TemplateName, n.TemplateVersion = tmplName, tmplVersion
 	n.Stats.ChunksTotal = (len(n.Recipients) + p.cfg.ChunkSize - 1) / p.cfg.ChunkSize
@@ -167,6 +172,7 @@ func (p *Pipeline) accept(ctx context.Context, service string, scheduler notify.
 		}
 		return nil
 	case notify.StatusAccepted:
+		stored.Accepted = n.Accepted
 		return p.fanOut(ctx, stored)
 	default: // already fanned out, finished or canceled: the first delivery of this message did the work
 		return nil
@@ -200,6 +206,9 @@ func (p *Pipeline) fanOut(ctx context.Context, n *notify.Notification) error {
 	bodies := make([]any, chunks)
 	for i := range bodies {
 		bodies[i] = prepareMsg{NotificationID: n.ID, Chunk: i}
+		if !n.Accepted.IsZero() {
+			bodies[i] = prepareMsg{NotificationID: n.ID, Chunk: i, Accepted: n.Accepted.UnixNano()}
+		}
 	}
 	if err := p.send(ctx, notify.LaneQueue(notify.StagePrepare, lane(n)), n.Service, 0, bodies...); err != nil {
 		return fmt.Errorf("fan out %s: %w", n.ID, err)

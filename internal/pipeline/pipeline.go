@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"herald/internal/erasure"
 	"herald/internal/notify"
 )
 
@@ -106,6 +107,8 @@ type Pipeline struct {
 	// erased holds back deliveries to users erased after their notification was created
 	// (notify.ErasedBefore); nil when the store keeps no erasures.
 	erased *notify.Tombstones
+	// eraser finishes the erasures the API began (Cleanup); nil likewise.
+	eraser *erasure.Eraser
 
 	cacheMu sync.Mutex
 	cache   map[string]cachedNotification
@@ -169,6 +172,13 @@ func New(d Deps, cfg Config) *Pipeline {
 	}
 	if es, ok := d.Store.(notify.ErasureStore); ok {
 		p.erased = &notify.Tombstones{Store: es, Clock: p.clock}
+		p.eraser = &erasure.Eraser{Store: es, Clock: p.clock, Logger: p.log}
+		if a, ok := d.Store.(notify.AuditLog); ok {
+			p.eraser.Audit = a
+		}
+		if cc, ok := p.inboxEv.(notify.ConnectionCloser); ok {
+			p.eraser.Disconnect = cc.CloseUser
+		}
 	}
 	return p
 }

@@ -78,7 +78,7 @@ func (p *Pipeline) prepareOne(ctx context.Context, m notify.Message) error {
 	// The chunks side by side: each waits on the store. Each is idempotent on its own, so a
 	// message retried for one chunk's failure changes nothing in the others.
 	return decisive(notify.Concurrently(pm.Count, 0, func(k int) error {
-		return p.prepareChunk(ctx, prepareMsg{NotificationID: pm.NotificationID, Chunk: pm.Chunk + k})
+		return p.prepareChunk(ctx, prepareMsg{NotificationID: pm.NotificationID, Chunk: pm.Chunk + k, Accepted: pm.Accepted})
 	}))
 }
 
@@ -127,7 +127,11 @@ func (p *Pipeline) prepareChunk(ctx context.Context, pm prepareMsg) error {
 		}
 	}
 
-	ds, inbox, items, dups, err := p.resolve(ctx, n, rs, now)
+	var accepted time.Time
+	if pm.Accepted > 0 {
+		accepted = time.Unix(0, pm.Accepted)
+	}
+	ds, inbox, items, dups, err := p.resolve(ctx, n, rs, now, accepted)
 	if err != nil {
 		return fmt.Errorf("prepare %s/%d: %w", n.ID, pm.Chunk, err)
 	}
@@ -282,7 +286,9 @@ func retryBatchID(parent string, retry int) string {
 // the send items of every delivery keyed by delivery id (addresses travel in send messages;
 // the store keeps only masked forms), and per channel how many would-be deliveries repeated one
 // already resolved (the same address or user twice).
-func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []notify.Recipient, now time.Time) ([]notify.Delivery, []notify.InboxItem, map[string]sendItem, map[notify.Channel]int, error) {
+//
+// accepted, when known, is when the request was accepted: a user erased since gets nothing.
+func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []notify.Recipient, now, accepted time.Time) ([]notify.Delivery, []notify.InboxItem, map[string]sendItem, map[notify.Channel]int, error) {
 	var users []string
 	for _, r := range rs {
 		if r.UserID != "" {
@@ -311,6 +317,10 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 		}
 	}
 	var erased map[string]time.Time
+	since := n.CreatedAt
+	if !accepted.IsZero() && accepted.Before(since) {
+		since = accepted
+	}
 	if len(users) > 0 {
 		if erased, err = p.tombstones(ctx); err != nil {
 			return nil, nil, nil, nil, err
@@ -342,7 +352,7 @@ func (p *Pipeline) resolve(ctx context.Context, n *notify.Notification, rs []not
 			}
 			// A user erased since the notification was created gets nothing from it, not even
 			// an inbox item, which needs no address.
-			gone := notify.ErasedBefore(erased, r.UserID, n.CreatedAt)
+			gone := notify.ErasedBefore(erased, r.UserID, since)
 			for _, ch := range n.Channels {
 				if device != "" && (ch == notify.ChannelEmail || ch == notify.ChannelSMS || ch == notify.ChannelInbox || ch == notify.ChannelAlimTalk) {
 					continue

@@ -15,6 +15,9 @@ import (
 type cleanupMsg struct {
 	DeadTokens []deadToken    `json:"dead_tokens,omitempty"`
 	Suppress   []suppressItem `json:"suppress,omitempty"`
+	// Erase is the hash of a user whose erasure the API began (api.EnqueueErasure): a message of
+	// its own.
+	Erase string `json:"erase,omitempty"`
 }
 
 type deadToken struct {

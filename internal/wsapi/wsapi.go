@@ -124,6 +124,22 @@ func (p *Publisher) Publish(ctx context.Context, userID string, events ...notify
 	}
 }
 
+// CloseUser implements notify.ConnectionCloser: the user's connections are forgotten (their
+// items deleted), so nothing is posted to them again; API Gateway ends each within its
+// two-hour limit.
+func (p *Publisher) CloseUser(ctx context.Context, userID string) error {
+	ids, err := p.Conns.ByUser(ctx, userID)
+	if err != nil {
+		return fmt.Errorf("wsapi: connections of a user: %w", err)
+	}
+	for _, id := range ids {
+		if err := p.Conns.Delete(ctx, id); err != nil {
+			return fmt.Errorf("wsapi: forget connection: %w", err)
+		}
+	}
+	return nil
+}
+
 // Send posts events to connection id in order, stopping (and deleting the connection) if it is
 // gone. It reports whether every event went.
 func (p *Publisher) Send(ctx context.Context, id string, events ...notify.InboxEvent) bool {

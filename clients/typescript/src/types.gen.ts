@@ -537,6 +537,21 @@ export type ExportJob = {
   download_expires_at?: string;
 };
 
+/** A user's erasure. The user is named by their hash alone: once it has finished nothing Herald keeps names them. */
+export type Erasure = {
+  /** `erased:` and 32 hex digits: the one-way hash that replaces the user id in the delivery records and notifications that stay, so counts stay true. */
+  user_hash: string;
+  /** `erasing` while it runs (the cleanup stage finishes it), `erased` once it has finished. */
+  status: "erasing" | "erased";
+  /** The service that asked. */
+  actor: string;
+  /** When it began. Deliveries of notifications created before it are never sent: they are skipped with reason `erased`. */
+  requested_at: string;
+  finished_at?: string;
+  /** What each step removed or rewrote: suppressions (kept by hash only), contact, devices (push and web push), preferences, inbox (items and broadcast markers), list_members, notifications (to the user alone), deliveries. */
+  removed: Record<string, number>;
+};
+
 /** The body of POST /v1/notifications/batch. */
 export type SendBatchRequest = {
   notifications: SendRequest[];
