@@ -67,21 +67,24 @@ func lanes(stage string) []string {
 
 var functionWiring = map[string]wiring{
 	// POST /v1/notifications hands the request to the service's ingest queue; devices, contacts,
-	// preferences and the inbox are read and written directly.
+	// preferences and the inbox are read and written directly. DELETE /v1/users/{user} erases
+	// the user (internal/erasure): it deletes their items, rewrites their delivery records and
+	// suppressions, and asks cleanup to finish what it could not.
 	"api": {
 		tables: map[string]actions{
 			"notifications": {"BatchGetItem", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"},
-			"deliveries":    {"BatchGetItem"}, "deliveries/index/by_notification": {"Query"},
-			"users":       {"BatchGetItem", "GetItem", "Query", "BatchWriteItem", "PutItem", "UpdateItem", "DeleteItem"},
-			"inbox-items": {"BatchGetItem", "Query", "UpdateItem", "DeleteItem"},
-			"connections": {"DeleteItem"}, "connections/index/by_user": {"Query"},
+			"deliveries":    {"BatchGetItem", "UpdateItem"}, "deliveries/index/by_notification": {"Query"},
+			"users":        {"BatchGetItem", "GetItem", "Query", "BatchWriteItem", "PutItem", "UpdateItem", "DeleteItem"},
+			"inbox-items":  {"BatchGetItem", "Query", "BatchWriteItem", "UpdateItem", "DeleteItem"},
+			"suppressions": {"UpdateItem"},
+			"connections":  {"DeleteItem"}, "connections/index/by_user": {"Query"},
 		},
 		sends: func(h *herald) []string {
 			var out []string
 			for _, s := range h.cfg.Services {
 				out = append(out, notify.IngestQueue(s.Name))
 			}
-			return out
+			return append(out, notify.StageCleanup)
 		},
 	},
 	// Validates, dedupes, stores, arms schedules for send_at, fans out to prepare — or, for a
@@ -117,9 +120,11 @@ var functionWiring = map[string]wiring{
 	// Claims deliveries, waits on the shared rate limiter, sends, re-enqueues retries. An
 	// AlimTalk delivery that falls back to SMS reads the user's preferences and the
 	// suppressions first, and creates the SMS delivery (pipeline.fallBack).
+	// Every stage that resolves or sends reads the erasures' tombstones (notify.Tombstones: a
+	// Query of the notifications table).
 	"send": {
 		tables: map[string]actions{
-			"notifications": {"BatchGetItem", "GetItem", "PutItem", "UpdateItem"},
+			"notifications": {"BatchGetItem", "GetItem", "Query", "PutItem", "UpdateItem"},
 			"deliveries":    {"BatchGetItem", "PutItem", "UpdateItem"}, "ratelimit": {"UpdateItem"},
 			"users": {"BatchGetItem"}, "suppressions": {"BatchGetItem"},
 		},
@@ -129,7 +134,20 @@ var functionWiring = map[string]wiring{
 		events: true,
 	},
 	"record":  {tables: map[string]actions{"notifications": {"BatchGetItem", "GetItem", "UpdateItem"}}, events: true},
-	"cleanup": {tables: map[string]actions{"users": {"GetItem", "DeleteItem"}, "suppressions": {"PutItem"}}, events: true},
+	// Removes dead tokens and suppresses dead addresses; finishes the erasures the api function
+	// began (the same calls as its erasure), and sends itself the rest of a long one.
+	"cleanup": {
+		tables: map[string]actions{
+			"notifications": {"GetItem", "Query", "PutItem", "UpdateItem"},
+			"deliveries":    {"UpdateItem"}, "deliveries/index/by_notification": {"Query"},
+			"users":        {"BatchGetItem", "GetItem", "Query", "BatchWriteItem", "DeleteItem"},
+			"inbox-items":  {"Query", "BatchWriteItem"},
+			"suppressions": {"PutItem", "UpdateItem"},
+			"connections":  {"DeleteItem"}, "connections/index/by_user": {"Query"},
+		},
+		sends:  func(*herald) []string { return []string{notify.StageCleanup} },
+		events: true,
+	},
 	// Turns SES bounces and complaints into suppressions.
 	"bounce": {tables: map[string]actions{"suppressions": {"PutItem"}}, events: true},
 	// The campaign state machine's steps (CheckWindow, FetchPage, SaveCursor).
@@ -356,7 +374,8 @@ func (h *herald) addFunction(name string) error {
 		// reserved sends create them); the admin function lists a user's (the console's
 		// recipient view) through the index, and only there.
 		env[envRecipientIndex] = jsii.String("1")
-		if name == adminFunction || name == exportFunction { // the recipient view, a user export
+		// the recipient view, a user export, an erasure's rewrite of what was sent to the user
+		if name == adminFunction || name == exportFunction || name == "api" || name == "cleanup" {
 			tables = maps.Clone(tables)
 			tables["notifications/index/by_user"] = actions{"Query"}
 		}
@@ -578,9 +597,10 @@ func (h *herald) auditAppendOnly(name string, role awsiam.Role) {
 	}))
 }
 
-// auditWriters are the functions that append to the audit log: both serve internal/api routes,
-// which audit every change a service or an operator makes.
-var auditWriters = []string{"api", adminFunction}
+// auditWriters are the functions that append to the audit log: api and admin serve
+// internal/api routes, which audit every change a service or an operator makes; cleanup
+// writes the one entry of an erasure it finishes.
+var auditWriters = []string{"api", adminFunction, "cleanup"}
 
 // grantReservedSends lets role arm reserved sends: create/update/delete schedules in this
 // environment's group only, and hand them the scheduler role; setEnv gets the variables

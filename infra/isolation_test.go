@@ -152,13 +152,13 @@ func TestIngestQueuesAdmitOnlyTheirService(t *testing.T) {
 func TestOnlyAdminTouchesDeadLetters(t *testing.T) {
 	environments(t, func(t *testing.T, s *synthesis) {
 		roles := s.roleIDs(t)
-		ingest := map[string]bool{}
+		ingest := map[string]bool{} // and cleanup: an erasure's completion (api.EnqueueErasure)
 		dlqs := map[string]bool{}
 		for _, id := range s.ofType("AWS::SQS::Queue") {
 			n := s.props(id)["QueueName"].(string)
 			if strings.HasSuffix(n, "-dlq") {
 				dlqs[id] = true
-			} else if strings.HasPrefix(n, "herald-"+s.env.Name+"-ingest-") {
+			} else if strings.HasPrefix(n, "herald-"+s.env.Name+"-ingest-") || n == "herald-"+s.env.Name+"-cleanup" {
 				ingest[id] = true
 			}
 		}
@@ -169,7 +169,7 @@ func TestOnlyAdminTouchesDeadLetters(t *testing.T) {
 				case fn == "api" && g.sends():
 					for _, res := range g.resources {
 						if !ingest[ref(res)] {
-							t.Errorf("api may sqs:SendMessage to %s, which is not an ingest queue", mustJSON(res))
+							t.Errorf("api may sqs:SendMessage to %s, which is neither an ingest queue nor cleanup", mustJSON(res))
 						}
 					}
 				case slices.Contains(g.actions, "sqs:StartMessageMoveTask"):

@@ -71,6 +71,7 @@ func TestStackInABox(t *testing.T) {
 		{"a 5,000-device campaign paused, resumed and completed", s.campaign},
 		{"an SES bounce through SNS and SQS suppresses the next send", s.bounce},
 		{"a marketing email's one-click unsubscribe through the public route opts its user out", s.unsubscribe},
+		{"a user erased through the api function: nothing of them left, the next send finds no address", s.erase},
 		{"a poison message dead-lettered, redriven, then purged by the admin routes", s.poison},
 		{"a message forged onto another service's queue is refused", s.forged},
 		{"a list forged under another service's prefix is refused", s.forgedUpload},

@@ -434,6 +434,40 @@ func (s *scenarios) unsubscribe(t *testing.T) {
 	}
 }
 
+// erase: a user with a contact, a device, preferences and an inbox item, sent to, is erased by
+// DELETE /v1/users/{user} through the api function under its IAM: their data goes, the
+// notification sent to them alone is kept under their hash with its counts, one audit entry is
+// written, and the next send to them finds no address.
+func (s *scenarios) erase(t *testing.T) {
+	s.mustCall(t, 200, "PUT", "/v1/users/erika/contacts", map[string]any{"email": "erika@example.com"})
+	s.mustCall(t, 200, "PUT", "/v1/users/erika/preferences", map[string]any{"marketing_consent": true})
+	s.device(t, "erika", "fcm-stackbox-erika-0001")
+	sent := s.idOf(t, sendRequest("stackbox-erase-1", "erika", "push", "email", "inbox"))
+	s.waitStatus(t, sent, "SENT", 30*time.Second)
+	out := s.mustCall(t, 200, "DELETE", "/v1/users/erika", nil)
+	if out["status"] != "erased" || out["user_hash"] != notify.UserHash("erika") {
+		t.Fatalf("DELETE /v1/users/erika: %v", out)
+	}
+	if removed, _ := out["removed"].(map[string]any); fmt.Sprint(removed["devices"], removed["contact"], removed["inbox"], removed["notifications"]) != "1 1 1 1" {
+		t.Fatalf("removed: %v", out["removed"])
+	}
+	if devs := s.mustCall(t, 200, "GET", "/v1/users/erika/devices", nil); fmt.Sprint(devs["devices"]) != "[]" {
+		t.Fatalf("devices after the erasure: %v", devs)
+	}
+	s.mustCall(t, 404, "GET", "/v1/users/erika/contacts", nil)
+	if got := s.mustCall(t, 200, "GET", "/v1/users/erika/erasure", nil); got["status"] != "erased" {
+		t.Fatalf("GET erasure: %v", got)
+	}
+	rs, err := s.store(t).GetRecipients(t.Context(), sent, 0, 10)
+	if err != nil || len(rs) != 1 || rs[0].UserID != notify.UserHash("erika") {
+		t.Fatalf("the notification sent to erika: recipients %+v, %v; want her hash", rs, err)
+	}
+	v := s.waitStatus(t, s.idOf(t, sendRequest("stackbox-erase-2", "erika", "push")), "SKIPPED", 30*time.Second)
+	if !strings.Contains(fmt.Sprint(v["skipped_by_reason"]), notify.ReasonNoAddress) {
+		t.Fatalf("a send after the erasure: %v, want skipped no_address", v)
+	}
+}
+
 // poison: a body that is no SendRequest goes to the ingest queue's DLQ at once, with its
 // reason; the admin route lists it and redrives it (an SQS message move task), and ingest
 // dead-letters the redriven copy again.
