@@ -133,7 +133,7 @@ var functionWiring = map[string]wiring{
 		},
 		events: true,
 	},
-	"record":  {tables: map[string]actions{"notifications": {"BatchGetItem", "GetItem", "UpdateItem"}}, events: true},
+	"record": {tables: map[string]actions{"notifications": {"BatchGetItem", "GetItem", "UpdateItem"}}, events: true},
 	// Removes dead tokens and suppresses dead addresses; finishes the erasures the api function
 	// began (the same calls as its erasure), and sends itself the rest of a long one.
 	"cleanup": {
