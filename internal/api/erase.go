@@ -21,16 +21,13 @@ const ErasureResumeDelay = time.Minute
 
 // eraserFor builds the API's eraser: nil when the store keeps no erasures.
 func (s *server) eraserFor(o Options) *erasure.Eraser {
-	es, ok := o.Store.(notify.ErasureStore)
-	if !ok {
+	e := erasure.For(o.Store, o.InboxEvents, o.Clock, o.Logger)
+	if e == nil {
 		return nil
 	}
-	e := &erasure.Eraser{Store: es, Audit: o.Audit, Clock: o.Clock, Logger: o.Logger,
-		Later: func(ctx context.Context, userHash string) error {
-			return EnqueueErasure(ctx, s.queue, userHash, ErasureResumeDelay)
-		}}
-	if cc, ok := o.InboxEvents.(notify.ConnectionCloser); ok {
-		e.Disconnect = cc.CloseUser
+	e.Audit = o.Audit // the API's own audit log, which may be another than the store
+	e.Later = func(ctx context.Context, userHash string) error {
+		return EnqueueErasure(ctx, s.queue, userHash, ErasureResumeDelay)
 	}
 	return e
 }

@@ -159,3 +159,20 @@ func (e *Eraser) audit(ctx context.Context, er notify.Erasure) error {
 	}
 	return nil
 }
+
+// For builds the eraser of a runtime's parts: nil when store keeps no erasures; the audit log
+// and the closing of live connections where store and events provide them.
+func For(store any, events notify.InboxEvents, clock notify.Clock, log *slog.Logger) *Eraser {
+	es, ok := store.(notify.ErasureStore)
+	if !ok {
+		return nil
+	}
+	e := &Eraser{Store: es, Clock: clock, Logger: log}
+	if a, ok := store.(notify.AuditLog); ok {
+		e.Audit = a
+	}
+	if cc, ok := events.(notify.ConnectionCloser); ok {
+		e.Disconnect = cc.CloseUser
+	}
+	return e
+}

@@ -172,13 +172,7 @@ func New(d Deps, cfg Config) *Pipeline {
 	}
 	if es, ok := d.Store.(notify.ErasureStore); ok {
 		p.erased = &notify.Tombstones{Store: es, Clock: p.clock}
-		p.eraser = &erasure.Eraser{Store: es, Clock: p.clock, Logger: p.log}
-		if a, ok := d.Store.(notify.AuditLog); ok {
-			p.eraser.Audit = a
-		}
-		if cc, ok := p.inboxEv.(notify.ConnectionCloser); ok {
-			p.eraser.Disconnect = cc.CloseUser
-		}
+		p.eraser = erasure.For(d.Store, p.inboxEv, p.clock, p.log)
 	}
 	return p
 }
